@@ -1,0 +1,49 @@
+# pmhash: persistent-memory extendible-hash index access method (PGXS)
+
+PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
+
+MODULE_big = pmhash
+OBJS = \
+	src/pmh_core.o \
+	src/pmhash.o \
+	src/pmhashbuild.o \
+	src/pmhashcheck.o \
+	src/pmhashinsert.o \
+	src/pmhashlifecycle.o \
+	src/pmhashpool.o \
+	src/pmhashsearch.o \
+	src/pmhashshmem.o \
+	src/pmhashvacuum.o \
+	src/pmhashvalidate.o
+
+EXTENSION = pmhash
+DATA = pmhash--0.1.sql
+PGFILEDESC = "pmhash - persistent-memory extendible hash index"
+
+PG_CPPFLAGS = -I$(srcdir)/src
+PG_CFLAGS = -Werror
+SHLIB_LINK = -lpmem
+
+# pg_regress suites live in sql/ and expected/; they are run by
+# test/run_tests.sh against a throwaway instance (PGXS "make check" is a
+# no-op for extensions).
+REGRESS_OPTS = --temp-config=$(srcdir)/test/pmhash.conf
+
+PGXS := $(shell $(PG_CONFIG) --pgxs)
+include $(PGXS)
+
+# The data-structure core builds and runs without a server.
+CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
+	-DFRONTEND -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir) \
+	-I$(shell $(PG_CONFIG) --includedir-server)
+CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
+	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
+
+test/unit/test_core: test/unit/test_core.c src/pmh_core.c src/pmh_core.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_core.c src/pmh_core.c $(CORE_TEST_LIBS)
+
+.PHONY: unit
+unit: test/unit/test_core
+	./test/unit/test_core
+
+EXTRA_CLEAN = test/unit/test_core results regression.diffs regression.out tmp_check tmp_install

@@ -1,0 +1,1076 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmh_core.c
+ *	  Server-independent operations on a pmhash pool: header, segment words,
+ *	  entries, insert, lookup, overflow chains, failure-atomic segment split,
+ *	  and recovery of a consistent segment table after a crash.
+ *
+ * The caller holds whatever locks the operation needs (see the locking
+ * protocol in src/README.pmhash) and keeps the volatile metadata.  Every
+ * write that must reach the device goes through pmh_persist().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pmh_core.h"
+
+#include <errno.h>
+#include <string.h>
+
+#include <libpmem.h>
+
+#include "port/pg_bitutils.h"
+#include "port/pg_crc32c.h"
+
+#define PMH_SEGWORD_VALID		(UINT64CONST(1) << 63)
+#define PMH_SEGWORD_OVERFLOW	(UINT64CONST(1) << 62)
+#define PMH_HASH_SPACE			(UINT64CONST(1) << PMH_MAX_DEPTH)
+
+static inline void
+pmh_store_barrier(void)
+{
+	/* order stores to the mapping as the program wrote them */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+/* check byte of a segment word, computed over bits 63..8 */
+static uint8
+pmh_segword_check(uint64 word)
+{
+	uint64		x = (word >> 8) * UINT64CONST(0x9E3779B97F4A7C15);
+
+	return (uint8) ((x >> 56) ^ 0x5c);
+}
+
+/* build the word of a primary segment at local depth "depth" */
+uint64
+pmh_segword_make(int depth, uint64 prefix)
+{
+	uint64		w;
+
+	Assert(depth >= 0 && depth <= PMH_MAX_DEPTH);
+	w = PMH_SEGWORD_VALID | ((uint64) depth << 56) |
+		((prefix & (PMH_HASH_SPACE - 1)) << 8);
+	return w | pmh_segword_check(w);
+}
+
+/* build the word of an overflow segment */
+uint64
+pmh_segword_make_overflow(void)
+{
+	uint64		w = PMH_SEGWORD_VALID | PMH_SEGWORD_OVERFLOW;
+
+	return w | pmh_segword_check(w);
+}
+
+/* is this a well-formed word of an in-use segment? */
+bool
+pmh_segword_is_valid(uint64 word)
+{
+	if ((word & PMH_SEGWORD_VALID) == 0)
+		return false;
+	if (pmh_segword_check(word) != (uint8) (word & 0xff))
+		return false;
+	if (word & PMH_SEGWORD_OVERFLOW)
+		return pmh_segword_depth(word) == 0 && pmh_segword_prefix(word) == 0;
+	if (pmh_segword_depth(word) > PMH_MAX_DEPTH)
+		return false;
+	/* a prefix never has more bits than the depth */
+	if (pmh_segword_depth(word) < PMH_MAX_DEPTH &&
+		(pmh_segword_prefix(word) >> pmh_segword_depth(word)) != 0)
+		return false;
+	return true;
+}
+
+/* is this the word of an overflow segment? */
+bool
+pmh_segword_is_overflow(uint64 word)
+{
+	return (word & PMH_SEGWORD_OVERFLOW) != 0;
+}
+
+/* build the tag word of a live entry */
+uint64
+pmh_tag_make(uint64 hash, uint32 block, uint16 offset)
+{
+	return (PMH_TAG_LIVE << 56) | ((uint64) pmh_fingerprint(hash) << 48) |
+		((uint64) block << 16) | offset;
+}
+
+/*
+ * Is this entry live in a segment whose (owner) primary word is owner_word?
+ * Entries left behind by a split fail the prefix test; torn entries fail the
+ * marker or the fingerprint copy.
+ */
+bool
+pmh_entry_is_live(const PmhEntry *e, uint64 owner_word)
+{
+	uint64		tag = e->tag;
+
+	if ((tag >> 56) != PMH_TAG_LIVE)
+		return false;
+	if (((tag >> 48) & 0xff) != pmh_fingerprint(e->hash))
+		return false;
+	if (pmh_tag_offset(tag) == 0)
+		return false;
+	return pmh_hash_in_segment(e->hash, owner_word);
+}
+
+/* ---------------------------------------------------------------------
+ * The pool header
+ * ---------------------------------------------------------------------
+ */
+
+/* fill in a fresh header */
+void
+pmh_header_init(PmhPoolHeader *hdr, uint64 pool_id, uint32 db_oid,
+				uint32 spc_oid, uint32 rel_node, uint32 index_oid)
+{
+	memset(hdr, 0, sizeof(*hdr));
+	hdr->magic = PMH_MAGIC;
+	hdr->version = PMH_LAYOUT_VERSION;
+	hdr->header_bytes = PMH_HEADER_BYTES;
+	hdr->pool_id = pool_id;
+	hdr->db_oid = db_oid;
+	hdr->spc_oid = spc_oid;
+	hdr->rel_node = rel_node;
+	hdr->index_oid = index_oid;
+	hdr->line_bytes = PMH_LINE_BYTES;
+	hdr->entry_bytes = PMH_ENTRY_BYTES;
+	hdr->bucket_slots = PMH_BUCKET_SLOTS;
+	hdr->seg_buckets = PMH_SEG_BUCKETS;
+	hdr->probe_buckets = PMH_PROBE_BUCKETS;
+	hdr->seg_bytes = PMH_SEG_BYTES;
+	hdr->seg_offset = PMH_HEADER_BYTES;
+	hdr->checksum = pmh_header_checksum(hdr);
+}
+
+/* CRC-32C of the header up to its checksum field */
+uint32
+pmh_header_checksum(const PmhPoolHeader *hdr)
+{
+	pg_crc32c	crc;
+
+	INIT_CRC32C(crc);
+	COMP_CRC32C(crc, hdr, offsetof(PmhPoolHeader, checksum));
+	FIN_CRC32C(crc);
+	return crc;
+}
+
+/*
+ * Check a header read from a file of file_len bytes: magic, version,
+ * checksum, layout parameters and a length consistent with whole segments.
+ * Ownership (database, relfilenode, pool id) is checked by the caller.
+ */
+PmhHeaderStatus
+pmh_header_validate(const PmhPoolHeader *hdr, size_t file_len)
+{
+	if (file_len < PMH_HEADER_BYTES)
+		return PMH_HEADER_TRUNCATED;
+	if (hdr->magic != PMH_MAGIC)
+		return PMH_HEADER_BAD_MAGIC;
+	if (hdr->version != PMH_LAYOUT_VERSION)
+		return PMH_HEADER_BAD_VERSION;
+	if (hdr->checksum != pmh_header_checksum(hdr))
+		return PMH_HEADER_BAD_CHECKSUM;
+	if (hdr->header_bytes != PMH_HEADER_BYTES ||
+		hdr->line_bytes != PMH_LINE_BYTES ||
+		hdr->entry_bytes != PMH_ENTRY_BYTES ||
+		hdr->bucket_slots != PMH_BUCKET_SLOTS ||
+		hdr->seg_buckets != PMH_SEG_BUCKETS ||
+		hdr->probe_buckets != PMH_PROBE_BUCKETS ||
+		hdr->seg_bytes != PMH_SEG_BYTES ||
+		hdr->seg_offset != PMH_HEADER_BYTES)
+		return PMH_HEADER_BAD_LAYOUT;
+	if (file_len < pmh_pool_bytes(1) ||
+		(file_len - PMH_HEADER_BYTES) % PMH_SEG_BYTES != 0)
+		return PMH_HEADER_TRUNCATED;
+	return PMH_HEADER_OK;
+}
+
+/* human-readable reason for a header status */
+const char *
+pmh_header_status_string(PmhHeaderStatus status)
+{
+	switch (status)
+	{
+		case PMH_HEADER_OK:
+			return "valid";
+		case PMH_HEADER_TRUNCATED:
+			return "file is truncated or not a whole number of segments";
+		case PMH_HEADER_BAD_MAGIC:
+			return "file is not a pmhash pool (bad magic number)";
+		case PMH_HEADER_BAD_VERSION:
+			return "pool layout version is not supported";
+		case PMH_HEADER_BAD_CHECKSUM:
+			return "pool header checksum mismatch";
+		case PMH_HEADER_BAD_LAYOUT:
+			return "pool layout parameters do not match this build";
+		case PMH_HEADER_FOREIGN:
+			return "pool belongs to another index";
+	}
+	return "unknown";
+}
+
+/* size of a pool file holding nsegments segments */
+size_t
+pmh_pool_bytes(uint64 nsegments)
+{
+	return PMH_HEADER_BYTES + (size_t) nsegments * PMH_SEG_BYTES;
+}
+
+/* number of segments the current mapping covers */
+uint64
+pmh_pool_nsegments(const PmhPool *pool)
+{
+	if (pool->mapped_len < PMH_HEADER_BYTES)
+		return 0;
+	return (pool->mapped_len - PMH_HEADER_BYTES) / PMH_SEG_BYTES;
+}
+
+/*
+ * The persistence choke point.  On persistent memory (or when libpmem is
+ * told to treat the mapping as such) flush the CPU cache lines and fence;
+ * otherwise msync the pages.  Returns 0, or -1 with errno set.
+ */
+int
+pmh_persist(PmhPool *pool, const void *addr, size_t len)
+{
+	uintptr_t	start;
+	uintptr_t	end;
+
+	if (len == 0 || pool->no_persist)
+		return 0;
+
+	start = (uintptr_t) addr & ~((uintptr_t) PMH_CACHELINE_BYTES - 1);
+	end = ((uintptr_t) addr + len + PMH_CACHELINE_BYTES - 1) &
+		~((uintptr_t) PMH_CACHELINE_BYTES - 1);
+	pool->stats.persists++;
+	pool->stats.bytes += len;
+	pool->stats.cachelines += (end - start) / PMH_CACHELINE_BYTES;
+	pool->stats.fences++;
+
+	if (pool->is_pmem)
+	{
+		pmem_persist(addr, len);
+		return 0;
+	}
+	return pmem_msync(addr, len);
+}
+
+/*
+ * Write a fresh pool into a mapping of at least pmh_pool_bytes(1) bytes:
+ * the header and one primary segment of depth 0 covering every hash.
+ * Segments past the first must read as zero (a newly extended file does).
+ */
+int
+pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr)
+{
+	PmhSegHeader *seg;
+
+	memset(pool->base, 0, pmh_pool_bytes(1));
+	memcpy(pool->base, hdr, sizeof(*hdr));
+	seg = pmh_seg_header(pool, 0);
+	seg->word = pmh_segword_make(0, 0);
+	seg->ovf_next = 0;
+	return pmh_persist(pool, pool->base, pmh_pool_bytes(1));
+}
+
+/* ---------------------------------------------------------------------
+ * Segments
+ * ---------------------------------------------------------------------
+ */
+
+/* empty metadata for a segment with the given word */
+void
+pmh_meta_reset(PmhSegMeta *meta, uint64 word)
+{
+	memset(meta, 0, sizeof(*meta));
+	meta->word = word;
+	meta->ovf_next = PMH_NO_SEGMENT;
+}
+
+/*
+ * Rebuild the volatile metadata of a segment from the pool.  owner_word is
+ * the word of the primary segment whose entries this segment holds (the
+ * segment's own word for a primary).
+ */
+void
+pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
+			  PmhSegMeta *meta)
+{
+	const PmhSegHeader *hdr = pmh_seg_header(pool, segno);
+	const PmhEntry *e = pmh_seg_entries(pool, segno);
+	int			slot;
+
+	pmh_meta_reset(meta, hdr->word);
+	meta->ovf_next = hdr->ovf_next == 0 ? PMH_NO_SEGMENT :
+		(uint32) (hdr->ovf_next - 1);
+	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
+	{
+		if (pmh_entry_is_live(&e[slot], owner_word))
+		{
+			meta->occ[slot / PMH_BUCKET_SLOTS] |=
+				(uint16) (1 << (slot % PMH_BUCKET_SLOTS));
+			meta->fp[slot] = pmh_fingerprint(e[slot].hash);
+			meta->nlive++;
+		}
+	}
+}
+
+/*
+ * Slots of one bucket that are live and whose fingerprint matches: the only
+ * slots a probe has to read from the pool.
+ */
+static inline uint32
+pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint8 fp)
+{
+	uint32		occ = meta->occ[bucket];
+	uint32		match = 0;
+	const uint8 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
+	int			i;
+
+	if (occ == 0)
+		return 0;
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+		if (fps[i] == fp)
+			match |= (uint32) 1 << i;
+	return match & occ;
+}
+
+/* call fn for every live slot whose fingerprint matches, in window + chain */
+typedef bool (*pmh_slot_fn) (const PmhEntry *e, void *arg);
+
+static bool
+pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+		  uint64 hash, pmh_slot_fn fn, void *arg)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	uint8		fp = pmh_fingerprint(hash);
+	int			home = pmh_home_bucket(hash);
+	const PmhEntry *entries = pmh_seg_entries(pool, segno);
+	uint32		ovf;
+	int			i;
+
+	for (i = 0; i < PMH_PROBE_BUCKETS; i++)
+	{
+		int			b = (home + i) % PMH_SEG_BUCKETS;
+		uint32		cand = pmh_bucket_candidates(meta, b, fp);
+
+		while (cand)
+		{
+			int			s = pg_rightmost_one_pos32(cand);
+
+			cand &= cand - 1;
+			if (entries[b * PMH_BUCKET_SLOTS + s].hash == hash &&
+				fn(&entries[b * PMH_BUCKET_SLOTS + s], arg))
+				return true;
+		}
+	}
+
+	for (ovf = meta->ovf_next; ovf != PMH_NO_SEGMENT;)
+	{
+		PmhSegMeta *om = cb->get_meta(cb->arg, ovf);
+		const PmhEntry *oe = pmh_seg_entries(pool, ovf);
+		int			b;
+
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			uint32		cand = pmh_bucket_candidates(om, b, fp);
+
+			while (cand)
+			{
+				int			s = pg_rightmost_one_pos32(cand);
+
+				cand &= cand - 1;
+				if (oe[b * PMH_BUCKET_SLOTS + s].hash == hash &&
+					fn(&oe[b * PMH_BUCKET_SLOTS + s], arg))
+					return true;
+			}
+		}
+		ovf = om->ovf_next;
+	}
+	return false;
+}
+
+typedef struct PmhCollect
+{
+	uint64	   *tags;
+	int			max;
+	int			n;
+	uint64		want;			/* for the exists test */
+} PmhCollect;
+
+static bool
+pmh_collect_fn(const PmhEntry *e, void *arg)
+{
+	PmhCollect *c = (PmhCollect *) arg;
+
+	if (c->n < c->max)
+		c->tags[c->n] = e->tag;
+	c->n++;
+	return false;
+}
+
+static bool
+pmh_exists_fn(const PmhEntry *e, void *arg)
+{
+	PmhCollect *c = (PmhCollect *) arg;
+
+	return e->tag == c->want;
+}
+
+/*
+ * Collect the tag words of all live entries with this hash in primary
+ * segment segno and its overflow chain.  Stores at most maxtags and returns
+ * the number found (which may exceed maxtags: call again with more room).
+ */
+int
+pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+		   uint64 hash, uint64 *tags, int maxtags)
+{
+	PmhCollect	c;
+
+	c.tags = tags;
+	c.max = maxtags;
+	c.n = 0;
+	c.want = 0;
+	(void) pmh_probe(pool, cb, segno, hash, pmh_collect_fn, &c);
+	return c.n;
+}
+
+/* write one entry into a free slot and persist it; update the metadata */
+static PmhInsertResult
+pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
+			   uint64 hash, uint64 tag)
+{
+	PmhEntry   *e = &pmh_seg_entries(pool, segno)[slot];
+
+	/*
+	 * A reused slot may still hold an entry a split left behind, with a live
+	 * tag.  Clear that tag first: all three stores hit one cache line, which
+	 * reaches the media as a prefix of them, so a crash leaves either the
+	 * old (dead) slot or the complete new entry, never the new hash with the
+	 * old TID.
+	 */
+	if (e->tag != 0)
+	{
+		e->tag = 0;
+		pmh_store_barrier();
+	}
+	e->hash = hash;
+	pmh_store_barrier();
+	e->tag = tag;
+	if (pmh_persist(pool, e, sizeof(PmhEntry)) != 0)
+	{
+		int			save_errno = errno;
+
+		/* the slot stays free in the metadata; do not leave it looking live */
+		e->tag = 0;
+		errno = save_errno;
+		return PMH_INSERT_IOERROR;
+	}
+	meta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
+	meta->fp[slot] = pmh_fingerprint(hash);
+	meta->nlive++;
+	return PMH_INSERT_DONE;
+}
+
+/* first free slot of a bucket, or -1 */
+static inline int
+pmh_bucket_free_slot(const PmhSegMeta *meta, int bucket)
+{
+	uint32		freebits = (~(uint32) meta->occ[bucket]) & 0xffff;
+
+	if (freebits == 0)
+		return -1;
+	return bucket * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(freebits);
+}
+
+/* count the live entries of a segment, and those whose bit "bitpos" is set */
+static void
+pmh_count_split(const PmhPool *pool, const PmhSegMeta *m, uint32 segno,
+				uint64 owner_word, int bitpos, uint64 *total, uint64 *ones)
+{
+	const PmhEntry *e = pmh_seg_entries(pool, segno);
+	int			b;
+
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		occ = m->occ[b];
+
+		while (occ)
+		{
+			int			s = pg_rightmost_one_pos32(occ);
+
+			occ &= occ - 1;
+			(*total)++;
+			*ones += (e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1;
+		}
+	}
+	(void) owner_word;
+}
+
+/*
+ * Would splitting primary segment segno leave each half with a useful share
+ * of its entries?  Not when most entries share the next hash bit (many
+ * duplicates of one key): splitting again and again would not make room.
+ */
+static bool
+pmh_split_is_useful(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	int			bitpos = 63 - pmh_segword_depth(meta->word);
+	uint64		total = 0;
+	uint64		ones = 0;
+	uint32		seg;
+
+	pmh_count_split(pool, meta, segno, meta->word, bitpos, &total, &ones);
+	for (seg = meta->ovf_next; seg != PMH_NO_SEGMENT;
+		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
+		pmh_count_split(pool, cb->get_meta(cb->arg, seg), seg, meta->word,
+						bitpos, &total, &ones);
+	return ones >= total / PMH_SPLIT_MIN_SHARE &&
+		total - ones >= total / PMH_SPLIT_MIN_SHARE;
+}
+
+/*
+ * Insert (hash, TID) into primary segment segno: into the probe window of
+ * its home bucket, else anywhere in the overflow chain.  The entry is
+ * persistent when PMH_INSERT_DONE is returned.  When there is no room the
+ * caller either splits the segment or adds an overflow segment, as told,
+ * and calls again.
+ */
+PmhInsertResult
+pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+		   uint64 hash, uint32 block, uint16 offset)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	uint64		tag = pmh_tag_make(hash, block, offset);
+	int			home = pmh_home_bucket(hash);
+	PmhCollect	c;
+	uint32		ovf;
+	int			i;
+
+	/* the same (hash, TID) is never stored twice */
+	c.tags = NULL;
+	c.max = 0;
+	c.n = 0;
+	c.want = tag;
+	if (pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c))
+		return PMH_INSERT_EXISTS;
+
+	for (i = 0; i < PMH_PROBE_BUCKETS; i++)
+	{
+		int			slot = pmh_bucket_free_slot(meta, (home + i) % PMH_SEG_BUCKETS);
+
+		if (slot >= 0)
+			return pmh_write_slot(pool, meta, segno, slot, hash, tag);
+	}
+
+	for (ovf = meta->ovf_next; ovf != PMH_NO_SEGMENT;)
+	{
+		PmhSegMeta *om = cb->get_meta(cb->arg, ovf);
+
+		if (om->nlive < PMH_SEG_SLOTS)
+		{
+			int			b;
+
+			for (b = 0; b < PMH_SEG_BUCKETS; b++)
+			{
+				int			slot = pmh_bucket_free_slot(om, b);
+
+				if (slot >= 0)
+					return pmh_write_slot(pool, om, ovf, slot, hash, tag);
+			}
+		}
+		ovf = om->ovf_next;
+	}
+
+	if (meta->nlive >= PMH_SPLIT_MIN_FILL &&
+		pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
+		pmh_split_is_useful(pool, cb, segno))
+		return PMH_INSERT_SPLIT;
+	return PMH_INSERT_OVERFLOW;
+}
+
+/*
+ * Prepare free segment newseg as an empty overflow segment and link it at
+ * the head of the chain of primary segment segno.  The new segment is
+ * persistent before the 8-byte link that publishes it.
+ */
+int
+pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+				 uint32 newseg)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	PmhSegMeta *nmeta = cb->get_meta(cb->arg, newseg);
+	PmhSegHeader *nh = pmh_seg_header(pool, newseg);
+	PmhSegHeader *ph = pmh_seg_header(pool, segno);
+
+	memset(pmh_seg_entries(pool, newseg), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
+	nh->ovf_next = ph->ovf_next;
+	nh->word = pmh_segword_make_overflow();
+	if (pmh_persist(pool, nh, PMH_SEG_BYTES) != 0)
+		return -1;
+
+	ph->ovf_next = (uint64) newseg + 1;
+	if (pmh_persist(pool, &ph->ovf_next, sizeof(uint64)) != 0)
+		return -1;
+
+	pmh_meta_reset(nmeta, nh->word);
+	nmeta->ovf_next = meta->ovf_next;
+	meta->ovf_next = newseg;
+	return 0;
+}
+
+/* length of the overflow chain of a primary segment */
+static int
+pmh_chain_length(const PmhCallbacks *cb, uint32 segno)
+{
+	int			n = 0;
+	uint32		ovf = cb->get_meta(cb->arg, segno)->ovf_next;
+
+	while (ovf != PMH_NO_SEGMENT)
+	{
+		n++;
+		ovf = cb->get_meta(cb->arg, ovf)->ovf_next;
+	}
+	return n;
+}
+
+/*
+ * Upper bound of the free segments pmh_split may take: the new primary, and
+ * an overflow chain no longer than the old one plus one.
+ */
+int
+pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno)
+{
+	return 2 + pmh_chain_length(cb, segno);
+}
+
+/* place an entry into a segment being built (no persist: done in bulk) */
+static int
+pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+					  const PmhEntry *src)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	PmhSegHeader *hdr;
+	PmhEntry   *dst;
+	int			home = pmh_home_bucket(src->hash);
+	int			slot = -1;
+	uint32		target = segno;
+	PmhSegMeta *tmeta = meta;
+	int			i;
+
+	for (i = 0; i < PMH_PROBE_BUCKETS && slot < 0; i++)
+		slot = pmh_bucket_free_slot(meta, (home + i) % PMH_SEG_BUCKETS);
+
+	if (slot < 0)
+	{
+		/* the head of the chain is the only one that can have room */
+		target = meta->ovf_next;
+		tmeta = target == PMH_NO_SEGMENT ? NULL : cb->get_meta(cb->arg, target);
+		if (tmeta == NULL || tmeta->nlive >= PMH_SEG_SLOTS)
+		{
+			uint32		newseg = cb->alloc_segment(cb->arg);
+
+			if (newseg == PMH_NO_SEGMENT)
+			{
+				errno = ENOSPC;
+				return -1;
+			}
+			hdr = pmh_seg_header(pool, newseg);
+			memset(pmh_seg_entries(pool, newseg), 0,
+				   PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
+			hdr->word = pmh_segword_make_overflow();
+			hdr->ovf_next = meta->ovf_next == PMH_NO_SEGMENT ? 0 :
+				(uint64) meta->ovf_next + 1;
+			tmeta = cb->get_meta(cb->arg, newseg);
+			pmh_meta_reset(tmeta, hdr->word);
+			tmeta->ovf_next = meta->ovf_next;
+			meta->ovf_next = newseg;
+			pmh_seg_header(pool, segno)->ovf_next = (uint64) newseg + 1;
+			target = newseg;
+		}
+		for (i = 0; i < PMH_SEG_BUCKETS && slot < 0; i++)
+			slot = pmh_bucket_free_slot(tmeta, i);
+		Assert(slot >= 0);
+	}
+
+	dst = &pmh_seg_entries(pool, target)[slot];
+	*dst = *src;
+	tmeta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
+	tmeta->fp[slot] = pmh_fingerprint(src->hash);
+	tmeta->nlive++;
+	return 0;
+}
+
+/* move the entries of one source segment whose split bit is set */
+static int
+pmh_split_move(PmhPool *pool, const PmhCallbacks *cb, uint32 from,
+			   uint64 old_word, int bitpos, uint32 newseg)
+{
+	PmhSegMeta *fm = cb->get_meta(cb->arg, from);
+	const PmhEntry *e = pmh_seg_entries(pool, from);
+	int			b;
+
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		occ = fm->occ[b];
+
+		while (occ)
+		{
+			int			s = pg_rightmost_one_pos32(occ);
+			int			slot = b * PMH_BUCKET_SLOTS + s;
+
+			occ &= occ - 1;
+			if (!pmh_entry_is_live(&e[slot], old_word))
+				continue;
+			if (((e[slot].hash >> bitpos) & 1) == 0)
+				continue;
+			if (pmh_place_unpersisted(pool, cb, newseg, &e[slot]) != 0)
+				return -1;
+		}
+	}
+	return 0;
+}
+
+/* forget, in the volatile metadata, the entries that moved to the sibling */
+static void
+pmh_split_forget(const PmhPool *pool, PmhSegMeta *fm, uint32 from, int bitpos)
+{
+	const PmhEntry *e = pmh_seg_entries(pool, from);
+	int			b;
+
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		occ = fm->occ[b];
+
+		while (occ)
+		{
+			int			s = pg_rightmost_one_pos32(occ);
+
+			occ &= occ - 1;
+			if ((e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1)
+			{
+				fm->occ[b] &= (uint16) ~(1 << s);
+				fm->nlive--;
+			}
+		}
+	}
+}
+
+/*
+ * Split primary segment segno (depth d, prefix p) into itself (depth d+1,
+ * prefix p0) and a new segment (depth d+1, prefix p1), failure-atomically:
+ *
+ *	1. build the new segment and its overflow chain from the entries whose
+ *	   bit 63-d is set, and persist them (the new segment's word says
+ *	   (d+1, p1), but recovery discards it while segno still says (d, p));
+ *	2. publish by overwriting segno's word with (d+1, p0): one 8-byte store,
+ *	   persisted.  The moved entries stay behind in segno and its chain; the
+ *	   prefix test makes them dead.
+ *
+ * The caller holds the segment exclusively, has made sure that
+ * pmh_segments_needed_for_split() free segments exist, and updates the
+ * directory afterwards.  Returns 0, or -1 with errno set.
+ */
+int
+pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+		  uint32 *newsegno)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	uint64		old_word = meta->word;
+	int			depth = pmh_segword_depth(old_word);
+	uint64		prefix = pmh_segword_prefix(old_word);
+	int			bitpos = 63 - depth;
+	uint64		w0;
+	uint64		w1;
+	uint32		newseg;
+	PmhSegHeader *nh;
+	PmhSegMeta *nmeta;
+	uint32		seg;
+
+	if (depth >= PMH_MAX_DEPTH)
+	{
+		errno = ENOSPC;
+		return -1;
+	}
+	w0 = pmh_segword_make(depth + 1, prefix << 1);
+	w1 = pmh_segword_make(depth + 1, (prefix << 1) | 1);
+
+	newseg = cb->alloc_segment(cb->arg);
+	if (newseg == PMH_NO_SEGMENT)
+	{
+		errno = ENOSPC;
+		return -1;
+	}
+	nh = pmh_seg_header(pool, newseg);
+	memset(pmh_seg_entries(pool, newseg), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
+	nh->ovf_next = 0;
+	nh->word = w1;
+	nmeta = cb->get_meta(cb->arg, newseg);
+	pmh_meta_reset(nmeta, w1);
+
+	/* 1. copy out */
+	if (pmh_split_move(pool, cb, segno, old_word, bitpos, newseg) != 0)
+		return -1;
+	for (seg = meta->ovf_next; seg != PMH_NO_SEGMENT;
+		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
+	{
+		if (pmh_split_move(pool, cb, seg, old_word, bitpos, newseg) != 0)
+			return -1;
+	}
+	for (seg = nmeta->ovf_next; seg != PMH_NO_SEGMENT;
+		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
+	{
+		if (pmh_persist(pool, pmh_seg_header(pool, seg), PMH_SEG_BYTES) != 0)
+			return -1;
+	}
+	if (pmh_persist(pool, nh, PMH_SEG_BYTES) != 0)
+		return -1;
+
+	/* 2. publish */
+	pmh_seg_header(pool, segno)->word = w0;
+	if (pmh_persist(pool, &pmh_seg_header(pool, segno)->word,
+					sizeof(uint64)) != 0)
+		return -1;
+
+	/* volatile metadata of the old half */
+	pmh_split_forget(pool, meta, segno, bitpos);
+	for (seg = meta->ovf_next; seg != PMH_NO_SEGMENT;
+		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
+		pmh_split_forget(pool, cb->get_meta(cb->arg, seg), seg, bitpos);
+	meta->word = w0;
+
+	*newsegno = newseg;
+	return 0;
+}
+
+/*
+ * Invalidate the slots in "mask" of one bucket (vacuum): each tag word is
+ * cleared with one 8-byte store, then the bucket's touched lines are
+ * persisted once.  Returns 0, or -1 with errno set.
+ */
+int
+pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
+				 uint16 mask)
+{
+	PmhEntry   *e = &pmh_seg_entries(pool, segno)[bucket * PMH_BUCKET_SLOTS];
+	uint32		m = mask & meta->occ[bucket];
+	int			first = -1;
+	int			last = -1;
+
+	if (m == 0)
+		return 0;
+	while (m)
+	{
+		int			s = pg_rightmost_one_pos32(m);
+
+		m &= m - 1;
+		e[s].tag = 0;
+		if (first < 0)
+			first = s;
+		last = s;
+		meta->occ[bucket] &= (uint16) ~(1 << s);
+		meta->fp[bucket * PMH_BUCKET_SLOTS + s] = 0;
+		meta->nlive--;
+	}
+	return pmh_persist(pool, &e[first], (size_t) (last - first + 1) * PMH_ENTRY_BYTES);
+}
+
+/* ---------------------------------------------------------------------
+ * The directory
+ * ---------------------------------------------------------------------
+ */
+
+/* point the directory entries covered by a primary segment's word at it */
+void
+pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno)
+{
+	int			depth = pmh_segword_depth(word);
+	uint64		first;
+	uint64		count;
+	uint64		i;
+
+	Assert(depth <= gd);
+	first = pmh_segword_prefix(word) << (gd - depth);
+	count = UINT64CONST(1) << (gd - depth);
+	for (i = 0; i < count; i++)
+		dir[first + i] = segno;
+}
+
+/* double a directory of global depth gd into newdir (2^(gd+1) entries) */
+void
+pmh_dir_double(const uint32 *olddir, int gd, uint32 *newdir)
+{
+	uint64		n = UINT64CONST(1) << gd;
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+	{
+		newdir[2 * i] = olddir[i];
+		newdir[2 * i + 1] = olddir[i];
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Recovery
+ * ---------------------------------------------------------------------
+ */
+
+/* clear the word of a segment that a crash left half-published */
+static int
+pmh_clear_orphan(PmhPool *pool, uint32 segno, PmhRecoveryResult *res)
+{
+	PmhSegHeader *h = pmh_seg_header(pool, segno);
+
+	h->word = 0;
+	h->ovf_next = 0;
+	res->orphans_cleared++;
+	return pmh_persist(pool, h, 2 * sizeof(uint64));
+}
+
+/* qsort comparator: by hash-space start, then shallower first */
+static int
+pmh_cmp_primary(const void *a, const void *b)
+{
+	uint64		wa = ((const uint64 *) a)[0];
+	uint64		wb = ((const uint64 *) b)[0];
+
+	if (wa != wb)
+		return wa < wb ? -1 : 1;
+	wa = ((const uint64 *) a)[1];
+	wb = ((const uint64 *) b)[1];
+	return wa < wb ? -1 : (wa > wb ? 1 : 0);
+}
+
+/*
+ * Work out, from the segment words alone, which segments are in use: the
+ * primaries must tile the hash space; a primary nested inside a shallower
+ * one is the unpublished half of a split and is cleared, as is an overflow
+ * segment no chain reaches.  On return roles[] and owner[] (one per segment
+ * of the mapping) tell each segment's role and, for overflow segments, the
+ * owning primary.  "scratch" must hold 2 * nsegments uint64 values.
+ *
+ * Returns 0, or -1 with res->error set when the pool is corrupt, or -1 with
+ * errno set (and res->error empty) when persisting a repair failed.
+ */
+int
+pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
+			uint64 *scratch, PmhRecoveryResult *res)
+{
+	uint64		nseg = pmh_pool_nsegments(pool);
+	uint64		nprim = 0;
+	uint64		cover_end = 0;
+	int			accepted_depth = 0;
+	uint64		i;
+
+	memset(res, 0, sizeof(*res));
+
+	for (i = 0; i < nseg; i++)
+	{
+		uint64		w = pmh_seg_header(pool, (uint32) i)->word;
+
+		roles[i] = PMH_SEG_FREE;
+		owner[i] = PMH_NO_SEGMENT;
+		if (w == 0)
+			continue;
+		if (!pmh_segword_is_valid(w))
+		{
+			snprintf(res->error, sizeof(res->error),
+					 "segment %llu has a corrupt header word %016llx",
+					 (unsigned long long) i, (unsigned long long) w);
+			return -1;
+		}
+		if (pmh_segword_is_overflow(w))
+		{
+			roles[i] = PMH_SEG_OVERFLOW;
+			continue;
+		}
+		/* start of its range in a 48-bit hash space, then depth, segno */
+		scratch[2 * nprim] = pmh_segword_prefix(w) <<
+			(PMH_MAX_DEPTH - pmh_segword_depth(w));
+		scratch[2 * nprim + 1] = ((uint64) pmh_segword_depth(w) << 32) | i;
+		nprim++;
+	}
+
+	qsort(scratch, nprim, 2 * sizeof(uint64), pmh_cmp_primary);
+
+	for (i = 0; i < nprim; i++)
+	{
+		uint64		lo = scratch[2 * i];
+		int			depth = (int) (scratch[2 * i + 1] >> 32);
+		uint32		segno = (uint32) (scratch[2 * i + 1] & 0xffffffff);
+
+		if (lo < cover_end)
+		{
+			if (depth <= accepted_depth)
+			{
+				snprintf(res->error, sizeof(res->error),
+						 "segment %u overlaps another segment of the same depth",
+						 segno);
+				return -1;
+			}
+			if (pmh_clear_orphan(pool, segno, res) != 0)
+				return -1;
+			continue;
+		}
+		if (lo != cover_end)
+		{
+			snprintf(res->error, sizeof(res->error),
+					 "no segment covers hash prefix %012llx (48 bits)",
+					 (unsigned long long) cover_end);
+			return -1;
+		}
+		roles[segno] = PMH_SEG_PRIMARY;
+		cover_end = lo + (UINT64CONST(1) << (PMH_MAX_DEPTH - depth));
+		accepted_depth = depth;
+		if (depth > res->global_depth)
+			res->global_depth = depth;
+		res->primaries++;
+	}
+	if (cover_end != PMH_HASH_SPACE)
+	{
+		snprintf(res->error, sizeof(res->error),
+				 "no segment covers hash prefix %012llx (48 bits)",
+				 (unsigned long long) cover_end);
+		return -1;
+	}
+
+	/* follow the overflow chains of the primaries */
+	for (i = 0; i < nseg; i++)
+	{
+		uint64		link;
+		uint64		steps = 0;
+
+		if (roles[i] != PMH_SEG_PRIMARY)
+			continue;
+		for (link = pmh_seg_header(pool, (uint32) i)->ovf_next; link != 0;
+			 link = pmh_seg_header(pool, (uint32) (link - 1))->ovf_next)
+		{
+			uint64		o = link - 1;
+
+			if (o >= nseg || roles[o] != PMH_SEG_OVERFLOW ||
+				owner[o] != PMH_NO_SEGMENT || ++steps > nseg)
+			{
+				snprintf(res->error, sizeof(res->error),
+						 "overflow chain of segment %llu is broken at segment %llu",
+						 (unsigned long long) i, (unsigned long long) o);
+				return -1;
+			}
+			owner[o] = (uint32) i;
+			res->overflows++;
+		}
+	}
+	for (i = 0; i < nseg; i++)
+	{
+		if (roles[i] == PMH_SEG_OVERFLOW && owner[i] == PMH_NO_SEGMENT)
+		{
+			roles[i] = PMH_SEG_FREE;
+			if (pmh_clear_orphan(pool, (uint32) i, res) != 0)
+				return -1;
+		}
+	}
+	return 0;
+}

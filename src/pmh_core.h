@@ -1,0 +1,318 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmh_core.h
+ *	  The server-independent core of pmhash: the on-pool layout, the
+ *	  persistence choke point, and the operations on segments of an
+ *	  extendible hash table whose volatile metadata (directory, fingerprints,
+ *	  occupancy) is kept by the caller.
+ *
+ * Nothing in this file allocates memory, takes locks or reports errors
+ * through elog: callers (the PostgreSQL access method in pmhash*.c, and the
+ * unit tests in test/unit) provide the locking and turn return codes into
+ * errors.  See src/README.pmhash for the layout and the protocols.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PMH_CORE_H
+#define PMH_CORE_H
+
+#ifdef FRONTEND
+#include "postgres_fe.h"
+#else
+#include "postgres.h"
+#endif
+
+/*
+ * Layout constants.  A pool is a 4 kB header followed by segments.  A
+ * segment is one 256 B header line followed by PMH_SEG_BUCKETS buckets of
+ * 256 B (one Optane media line each), each holding PMH_BUCKET_SLOTS entries
+ * of 16 B.
+ */
+#define PMH_MAGIC				UINT64CONST(0x0031485341484d50) /* "PMHASH1" */
+#define PMH_LAYOUT_VERSION		1
+#define PMH_HEADER_BYTES		4096
+#define PMH_LINE_BYTES			256
+#define PMH_CACHELINE_BYTES		64
+#define PMH_ENTRY_BYTES			16
+#define PMH_BUCKET_SLOTS		(PMH_LINE_BYTES / PMH_ENTRY_BYTES)	/* 16 */
+#define PMH_SEG_BUCKETS			64
+#define PMH_SEG_SLOTS			(PMH_BUCKET_SLOTS * PMH_SEG_BUCKETS)	/* 1024 */
+#define PMH_SEG_BYTES			(PMH_LINE_BYTES * (PMH_SEG_BUCKETS + 1))
+#define PMH_PROBE_BUCKETS		8
+#define PMH_MAX_DEPTH			48
+#define PMH_NO_SEGMENT			UINT32_MAX
+
+/*
+ * A primary segment whose probe window is full splits when it is at least
+ * this full and a split would move a useful share of its entries; else it
+ * gets an overflow segment (many entries with one hash, or local skew).
+ */
+#define PMH_SPLIT_MIN_FILL		(PMH_SEG_SLOTS / 2)
+#define PMH_SPLIT_MIN_SHARE		16	/* each half keeps >= 1/16 */
+
+/*
+ * An index entry: the 64-bit hash of the key and a tag word holding the heap
+ * TID.  The tag word carries a marker and a copy of the hash's low byte, so
+ * that a torn write (new tag, old hash) is not taken for a live entry.
+ *
+ *	bits 63..56  PMH_TAG_LIVE marker
+ *	bits 55..48  hash & 0xff
+ *	bits 47..16  heap block number
+ *	bits 15..0	 heap offset number (never 0 in a live entry)
+ */
+typedef struct PmhEntry
+{
+	uint64		hash;
+	uint64		tag;
+} PmhEntry;
+
+#define PMH_TAG_LIVE			UINT64CONST(0xA5)
+
+/*
+ * The header line of every segment.  "word" is the 8-byte publish word;
+ * "ovf_next" links a primary segment to its first overflow segment and an
+ * overflow segment to the next one (PMH_NO_SEGMENT + 1 == 0 means none: the
+ * stored value is segno + 1).
+ *
+ * Segment word:
+ *	bit  63		 valid
+ *	bit  62		 overflow segment (owned through a chain, carries no prefix)
+ *	bits 61..56  local depth (0..48)
+ *	bits 55..8	 prefix (the top "depth" bits of the hashes it holds)
+ *	bits 7..0	 check byte over bits 63..8
+ */
+typedef struct PmhSegHeader
+{
+	uint64		word;
+	uint64		ovf_next;
+	char		pad[PMH_LINE_BYTES - 2 * sizeof(uint64)];
+} PmhSegHeader;
+
+/* The pool header: first PMH_HEADER_BYTES of the file; only this is used. */
+typedef struct PmhPoolHeader
+{
+	uint64		magic;
+	uint32		version;
+	uint32		header_bytes;
+	uint64		pool_id;		/* random; also stored in the index metapage */
+	uint32		db_oid;
+	uint32		spc_oid;		/* 0 = the database's default tablespace */
+	uint32		rel_node;
+	uint32		index_oid;
+	uint32		line_bytes;
+	uint32		entry_bytes;
+	uint32		bucket_slots;
+	uint32		seg_buckets;
+	uint32		probe_buckets;
+	uint32		seg_bytes;
+	uint64		seg_offset;
+	uint32		flags;
+	uint32		checksum;		/* CRC-32C of everything before this field */
+} PmhPoolHeader;
+
+/* Persist-traffic counters kept by the choke point (per mapping). */
+typedef struct PmhPersistStats
+{
+	uint64		persists;		/* calls that reached the device */
+	uint64		bytes;			/* bytes covered by those calls */
+	uint64		cachelines;		/* 64 B lines flushed */
+	uint64		fences;
+} PmhPersistStats;
+
+/* One mapping of a pool file. */
+typedef struct PmhPool
+{
+	char	   *base;
+	size_t		mapped_len;
+	int			is_pmem;		/* CPU flush (1) or msync (0) */
+	int			no_persist;		/* bulk build: persist later, in one go */
+	PmhPersistStats stats;
+} PmhPool;
+
+/*
+ * Volatile metadata of one segment (primary or overflow), kept by the
+ * caller in shared memory.  "word" mirrors the segment's persistent word
+ * (the entries of an overflow segment are validated against the word of
+ * the primary segment that owns its chain).
+ */
+typedef struct PmhSegMeta
+{
+	uint64		word;
+	uint32		ovf_next;		/* segno or PMH_NO_SEGMENT */
+	uint32		nlive;
+	uint16		occ[PMH_SEG_BUCKETS];	/* bit i: slot i of the bucket is live */
+	uint8		fp[PMH_SEG_SLOTS];	/* hash & 0xff of live slots */
+} PmhSegMeta;
+
+/*
+ * Access to the caller's metadata and free segments.  get_meta returns the
+ * metadata of a segment; alloc_segment hands out a free segment number
+ * (already inside the mapping: the caller grows the pool before the
+ * operation, see pmh_segments_needed_for_split) or PMH_NO_SEGMENT.
+ */
+typedef struct PmhCallbacks
+{
+	PmhSegMeta *(*get_meta) (void *arg, uint32 segno);
+	uint32		(*alloc_segment) (void *arg);
+	void	   *arg;
+} PmhCallbacks;
+
+/* Results of pool header validation. */
+typedef enum PmhHeaderStatus
+{
+	PMH_HEADER_OK = 0,
+	PMH_HEADER_TRUNCATED,
+	PMH_HEADER_BAD_MAGIC,
+	PMH_HEADER_BAD_VERSION,
+	PMH_HEADER_BAD_CHECKSUM,
+	PMH_HEADER_BAD_LAYOUT,
+	PMH_HEADER_FOREIGN
+} PmhHeaderStatus;
+
+/* Results of an insert attempt into one segment and its chain. */
+typedef enum PmhInsertResult
+{
+	PMH_INSERT_DONE = 0,
+	PMH_INSERT_EXISTS,			/* the same (hash, TID) is already there */
+	PMH_INSERT_SPLIT,			/* no room: the primary segment should split */
+	PMH_INSERT_OVERFLOW,		/* no room: add an overflow segment */
+	PMH_INSERT_IOERROR			/* persisting failed (errno is set) */
+} PmhInsertResult;
+
+/* ---- hash bit slicing ---- */
+
+/* directory index of a hash at global depth gd */
+static inline uint64
+pmh_dir_index(uint64 hash, int gd)
+{
+	return gd == 0 ? 0 : hash >> (64 - gd);
+}
+
+/* home bucket of a hash inside a segment */
+static inline int
+pmh_home_bucket(uint64 hash)
+{
+	return (int) ((hash >> 8) & (PMH_SEG_BUCKETS - 1));
+}
+
+static inline uint8
+pmh_fingerprint(uint64 hash)
+{
+	return (uint8) (hash & 0xff);
+}
+
+/* ---- segment words ---- */
+extern uint64 pmh_segword_make(int depth, uint64 prefix);
+extern uint64 pmh_segword_make_overflow(void);
+extern bool pmh_segword_is_valid(uint64 word);
+extern bool pmh_segword_is_overflow(uint64 word);
+
+static inline int
+pmh_segword_depth(uint64 word)
+{
+	return (int) ((word >> 56) & 0x3f);
+}
+
+static inline uint64
+pmh_segword_prefix(uint64 word)
+{
+	return (word >> 8) & ((UINT64CONST(1) << 48) - 1);
+}
+
+/* does a hash belong to the primary segment with this word? */
+static inline bool
+pmh_hash_in_segment(uint64 hash, uint64 word)
+{
+	int			depth = pmh_segword_depth(word);
+
+	return depth == 0 || (hash >> (64 - depth)) == pmh_segword_prefix(word);
+}
+
+/* ---- entries ---- */
+extern uint64 pmh_tag_make(uint64 hash, uint32 block, uint16 offset);
+extern bool pmh_entry_is_live(const PmhEntry *e, uint64 owner_word);
+
+static inline uint32
+pmh_tag_block(uint64 tag)
+{
+	return (uint32) ((tag >> 16) & 0xffffffff);
+}
+
+static inline uint16
+pmh_tag_offset(uint64 tag)
+{
+	return (uint16) (tag & 0xffff);
+}
+
+/* ---- the pool ---- */
+extern void pmh_header_init(PmhPoolHeader *hdr, uint64 pool_id,
+							uint32 db_oid, uint32 spc_oid, uint32 rel_node,
+							uint32 index_oid);
+extern uint32 pmh_header_checksum(const PmhPoolHeader *hdr);
+extern PmhHeaderStatus pmh_header_validate(const PmhPoolHeader *hdr,
+										   size_t file_len);
+extern const char *pmh_header_status_string(PmhHeaderStatus status);
+extern size_t pmh_pool_bytes(uint64 nsegments);
+extern uint64 pmh_pool_nsegments(const PmhPool *pool);
+
+static inline PmhSegHeader *
+pmh_seg_header(const PmhPool *pool, uint32 segno)
+{
+	return (PmhSegHeader *) (pool->base + PMH_HEADER_BYTES +
+							 (size_t) segno * PMH_SEG_BYTES);
+}
+
+static inline PmhEntry *
+pmh_seg_entries(const PmhPool *pool, uint32 segno)
+{
+	return (PmhEntry *) ((char *) pmh_seg_header(pool, segno) + PMH_LINE_BYTES);
+}
+
+/* the persistence choke point: every flush of the pool goes through here */
+extern int	pmh_persist(PmhPool *pool, const void *addr, size_t len);
+extern int	pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr);
+
+/* ---- segments ---- */
+extern void pmh_meta_reset(PmhSegMeta *meta, uint64 word);
+extern void pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
+						  PmhSegMeta *meta);
+extern PmhInsertResult pmh_insert(PmhPool *pool, const PmhCallbacks *cb,
+								  uint32 segno, uint64 hash, uint32 block,
+								  uint16 offset);
+extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
+							 uint32 segno, uint32 newseg);
+extern int	pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno);
+extern int	pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+					  uint32 *newsegno);
+extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
+					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
+extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
+							 int bucket, uint16 mask);
+
+/* ---- the directory ---- */
+extern void pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno);
+extern void pmh_dir_double(const uint32 *olddir, int gd, uint32 *newdir);
+
+/* ---- recovery ---- */
+
+/* What recovery found in one segment slot. */
+typedef enum PmhSegRole
+{
+	PMH_SEG_FREE = 0,
+	PMH_SEG_PRIMARY,
+	PMH_SEG_OVERFLOW
+} PmhSegRole;
+
+typedef struct PmhRecoveryResult
+{
+	int			global_depth;
+	uint64		primaries;
+	uint64		overflows;
+	uint64		orphans_cleared;	/* half-done splits/overflows undone */
+	char		error[256];		/* non-empty: the pool is corrupt */
+} PmhRecoveryResult;
+
+extern int	pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
+						uint64 *scratch, PmhRecoveryResult *res);
+
+#endif							/* PMH_CORE_H */

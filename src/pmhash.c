@@ -1,0 +1,215 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhash.c
+ *	  Module initialisation, GUCs, and the access method handler of pmhash.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <limits.h>
+
+#include "access/reloptions.h"
+#include "commands/vacuum.h"
+#include "miscadmin.h"
+#include "optimizer/cost.h"
+#include "optimizer/optimizer.h"
+#include "storage/ipc.h"
+#include "utils/guc.h"
+#include "utils/selfuncs.h"
+
+#include "pmhash.h"
+
+PG_MODULE_MAGIC;
+
+char	   *pmhash_pool_dir = NULL;
+int			pmhash_shared_memory_mb = 64;
+int			pmhash_max_indexes = 256;
+bool		pmhash_preloaded = false;
+
+static relopt_kind pmhash_relopt_kind;
+
+void		_PG_init(void);
+
+/*
+ * Module load.  pmhash keeps state in shared memory, so it only works when
+ * loaded through shared_preload_libraries; anything else is refused here,
+ * which also makes CREATE EXTENSION fail with a clear message.
+ */
+void
+_PG_init(void)
+{
+	if (!process_shared_preload_libraries_in_progress)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pmhash must be loaded via shared_preload_libraries"),
+				 errdetail("pmhash keeps its directories and fingerprints in shared memory, which is reserved at server start."),
+				 errhint("Add pmhash to shared_preload_libraries in postgresql.conf and restart the server.")));
+
+	DefineCustomStringVariable("pmhash.pool_dir",
+							   "Directory holding the pmhash pool files (one per index).",
+							   "A relative path is taken relative to the data directory. "
+							   "Put it on a DAX-mounted persistent-memory file system to use "
+							   "CPU-cache flushes instead of msync.",
+							   &pmhash_pool_dir,
+							   "pmhash",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY,
+							   NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pmhash.shared_memory",
+							"Shared memory for pmhash directories, fingerprints and locks.",
+							"About 1.25 kB per 1024 index slots plus 4 bytes per directory entry; "
+							"see README.md for the sizing formula.",
+							&pmhash_shared_memory_mb,
+							64,
+							8,
+							INT_MAX / 1024,
+							PGC_POSTMASTER,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pmhash.max_indexes",
+							"Maximum number of pmhash index storages with state in shared memory.",
+							NULL,
+							&pmhash_max_indexes,
+							256,
+							1,
+							65536,
+							PGC_POSTMASTER,
+							0,
+							NULL, NULL, NULL);
+
+	MarkGUCPrefixReserved("pmhash");
+
+	pmhash_relopt_kind = add_reloption_kind();
+	pmhash_preloaded = true;
+
+	pmhash_shmem_request();
+	pmhash_lifecycle_init();
+}
+
+/*
+ * Error out of any use of pmhash in a backend where the library was not
+ * preloaded (it cannot have been: _PG_init refuses; kept for safety).
+ */
+void
+pmhash_require_preload(void)
+{
+	if (!pmhash_preloaded)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pmhash must be loaded via shared_preload_libraries"),
+				 errhint("Add pmhash to shared_preload_libraries in postgresql.conf and restart the server.")));
+}
+
+/* the 64-bit hash of a key datum, seed 0, through support procedure 2 */
+uint64
+pmhash_hash_datum(FmgrInfo *proc, Oid collation, Datum value)
+{
+	return DatumGetUInt64(FunctionCall2Coll(proc, collation, value,
+											Int64GetDatum(0)));
+}
+
+/* reloptions: pmhash has none yet, but rejects unknown ones clearly */
+static bytea *
+pmhashoptions(Datum reloptions, bool validate)
+{
+	return (bytea *) build_reloptions(reloptions, validate,
+									  pmhash_relopt_kind,
+									  sizeof(int32), NULL, 0);
+}
+
+/*
+ * Cost of an equality probe.  genericcostestimate gives the selectivity and
+ * the per-tuple CPU costs; the index's own I/O is one directory lookup, a
+ * fingerprint comparison and a read of the matching slots, which we charge
+ * as one page fetch per probe (a hash index reads at least one bucket
+ * page), instead of the nothing that a one-page relation would cost.
+ */
+static void
+pmhashcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
+				   Cost *indexStartupCost, Cost *indexTotalCost,
+				   Selectivity *indexSelectivity, double *indexCorrelation,
+				   double *indexPages)
+{
+	GenericCosts costs;
+	double		probes;
+
+	MemSet(&costs, 0, sizeof(costs));
+	genericcostestimate(root, path, loop_count, &costs);
+
+	probes = costs.num_sa_scans > 1 ? costs.num_sa_scans : 1;
+	costs.indexTotalCost += probes * (cpu_operator_cost * PMH_BUCKET_SLOTS);
+	if (costs.numIndexPages < probes)
+	{
+		double		spc_random_page_cost = random_page_cost;
+
+		/* repeated probes in a loop mostly hit cached lines */
+		if (loop_count > 1)
+			costs.indexTotalCost += probes * spc_random_page_cost / loop_count;
+		else
+			costs.indexTotalCost += probes * spc_random_page_cost;
+	}
+
+	*indexStartupCost = costs.indexStartupCost;
+	*indexTotalCost = costs.indexTotalCost;
+	*indexSelectivity = costs.indexSelectivity;
+	*indexCorrelation = 0.0;
+	*indexPages = costs.numIndexPages;
+}
+
+/* the index access method handler */
+PG_FUNCTION_INFO_V1(pmhash_handler);
+Datum
+pmhash_handler(PG_FUNCTION_ARGS)
+{
+	IndexAmRoutine *amroutine = makeNode(IndexAmRoutine);
+
+	pmhash_require_preload();
+
+	amroutine->amstrategies = PMHASH_NSTRATEGIES;
+	amroutine->amsupport = PMHASH_NPROCS;
+	amroutine->amoptsprocnum = 0;
+	amroutine->amcanorder = false;
+	amroutine->amcanorderbyop = false;
+	amroutine->amcanbackward = false;
+	amroutine->amcanunique = false;
+	amroutine->amcanmulticol = false;
+	amroutine->amoptionalkey = false;
+	amroutine->amsearcharray = false;
+	amroutine->amsearchnulls = false;
+	amroutine->amstorage = false;
+	amroutine->amclusterable = false;
+	amroutine->ampredlocks = false;
+	amroutine->amcanparallel = false;
+	amroutine->amcaninclude = false;
+	amroutine->amusemaintenanceworkmem = false;
+	amroutine->amparallelvacuumoptions = VACUUM_OPTION_NO_PARALLEL;
+	amroutine->amkeytype = InvalidOid;
+
+	amroutine->ambuild = pmhashbuild;
+	amroutine->ambuildempty = pmhashbuildempty;
+	amroutine->aminsert = pmhashinsert;
+	amroutine->ambulkdelete = pmhashbulkdelete;
+	amroutine->amvacuumcleanup = pmhashvacuumcleanup;
+	amroutine->amcanreturn = NULL;
+	amroutine->amcostestimate = pmhashcostestimate;
+	amroutine->amoptions = pmhashoptions;
+	amroutine->amproperty = NULL;
+	amroutine->ambuildphasename = pmhashbuildphasename;
+	amroutine->amvalidate = pmhashvalidate;
+	amroutine->amadjustmembers = pmhashadjustmembers;
+	amroutine->ambeginscan = pmhashbeginscan;
+	amroutine->amrescan = pmhashrescan;
+	amroutine->amgettuple = pmhashgettuple;
+	amroutine->amgetbitmap = pmhashgetbitmap;
+	amroutine->amendscan = pmhashendscan;
+	amroutine->ammarkpos = NULL;
+	amroutine->amrestrpos = NULL;
+	amroutine->amestimateparallelscan = NULL;
+	amroutine->aminitparallelscan = NULL;
+	amroutine->amparallelrescan = NULL;
+
+	PG_RETURN_POINTER(amroutine);
+}

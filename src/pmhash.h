@@ -1,0 +1,228 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhash.h
+ *	  Declarations shared by the PostgreSQL side of the pmhash access method.
+ *
+ * The index storage in the relation itself is one metapage; the entries
+ * live in a pool file per index storage (see pmhashpool.c), and the
+ * directory, fingerprints and locks in shared memory (pmhashshmem.c).
+ * src/README.pmhash describes the design.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef PMHASH_H
+#define PMHASH_H
+
+#include "access/amapi.h"
+#include "access/genam.h"
+#include "access/itup.h"
+#include "fmgr.h"
+#include "nodes/execnodes.h"
+#include "nodes/pathnodes.h"
+#include "storage/lwlock.h"
+#include "storage/relfilenode.h"
+#include "utils/dsa.h"
+#include "utils/relcache.h"
+
+#include "pmh_core.h"
+
+/* support procedures */
+#define PMHASH_STANDARD_PROC	1	/* 32-bit hash, optional */
+#define PMHASH_EXTENDED_PROC	2	/* 64-bit seeded hash, required */
+#define PMHASH_NPROCS			2
+
+/* the only strategy: equality */
+#define PMHASH_EQUAL_STRATEGY	1
+#define PMHASH_NSTRATEGIES		1
+
+/* build phases for pg_stat_progress_create_index */
+#define PMHASH_BUILD_PHASE_SCAN		2
+#define PMHASH_BUILD_PHASE_PERSIST	3
+
+/* the metapage: block 0 of the main fork (and of the init fork) */
+#define PMHASH_METAPAGE_BLKNO	0
+#define PMHASH_META_MAGIC		0x504d4831	/* "PMH1" */
+#define PMHASH_META_VERSION		1
+#define PMHASH_META_INIT		0x0001	/* init fork image: pool is empty */
+
+typedef struct PmhashMetaPageData
+{
+	uint32		magic;
+	uint32		version;
+	uint64		pool_id;		/* must equal the pool header's pool_id */
+	uint32		flags;
+} PmhashMetaPageData;
+
+#define PmhashPageGetMeta(page) \
+	((PmhashMetaPageData *) PageGetContents(page))
+
+/* key of an index storage in shared memory */
+typedef struct PmhashKey
+{
+	Oid			dbid;
+	Oid			spcid;			/* 0: the database's default tablespace */
+	Oid			relnode;
+} PmhashKey;
+
+/* per-segment shared state: a lock and the core's volatile metadata */
+typedef struct PmhashSegSlot
+{
+	LWLock		lock;
+	PmhSegMeta	meta;
+} PmhashSegSlot;
+
+#define PMHASH_CHUNK_SEGS		16
+
+typedef enum PmhashState
+{
+	PMHASH_STATE_EMPTY = 0,		/* nothing loaded yet */
+	PMHASH_STATE_READY			/* directory and metadata match the pool */
+} PmhashState;
+
+/*
+ * Shared state of one index storage.  Lives in a fixed-size shared hash
+ * table; its variable-size parts live in pmhash's DSA area.
+ */
+typedef struct PmhashShared
+{
+	PmhashKey	key;
+	LWLock		lock;			/* see "Locking" in README.pmhash */
+	PmhashState state;
+	uint64		generation;		/* changes whenever the pool is replaced */
+	Oid			indexoid;
+	uint64		pool_id;
+	uint64		nsegments;		/* segments in the pool file */
+	int			global_depth;
+	dsa_pointer dir;			/* uint32[1 << global_depth] */
+	dsa_pointer chunks;			/* dsa_pointer[chunkcap], PmhashSegSlot[16] each */
+	uint32		nchunks;
+	uint32		chunkcap;
+	dsa_pointer freesegs;		/* uint32[freecap]: a stack of free segments */
+	uint32		nfree;
+	uint32		freecap;
+	uint64		primaries;
+	uint64		overflows;
+	uint64		shmem_bytes;	/* DSA bytes held for this index */
+	pg_atomic_uint64 entries;
+} PmhashShared;
+
+/* backend-local mapping of a pool */
+typedef struct PmhashLocal
+{
+	PmhashKey	key;
+	uint64		generation;
+	int			fd;
+	PmhPool		pool;
+} PmhashLocal;
+
+/* an attached index: shared state, local mapping, and the lock mode held */
+typedef struct PmhashIndex
+{
+	Relation	rel;
+	PmhashShared *shared;
+	PmhashLocal *local;
+	LWLockMode	mode;
+	PmhCallbacks cb;
+} PmhashIndex;
+
+/* GUCs */
+extern char *pmhash_pool_dir;
+extern int	pmhash_shared_memory_mb;
+extern int	pmhash_max_indexes;
+extern bool pmhash_preloaded;
+
+/* pmhash.c */
+extern Datum pmhash_handler(PG_FUNCTION_ARGS);
+extern void pmhash_require_preload(void);
+extern uint64 pmhash_hash_datum(FmgrInfo *proc, Oid collation, Datum value);
+
+/* pmhashbuild.c */
+extern IndexBuildResult *pmhashbuild(Relation heap, Relation index,
+									 IndexInfo *indexInfo);
+extern void pmhashbuildempty(Relation index);
+extern char *pmhashbuildphasename(int64 phasenum);
+extern void pmhash_write_metapage(Relation index, ForkNumber fork,
+								  uint64 pool_id, uint32 flags);
+extern bool pmhash_read_metapage(Relation index, PmhashMetaPageData *meta);
+
+/* pmhashinsert.c */
+extern bool pmhashinsert(Relation index, Datum *values, bool *isnull,
+						 ItemPointer ht_ctid, Relation heapRel,
+						 IndexUniqueCheck checkUnique, bool indexUnchanged,
+						 struct IndexInfo *indexInfo);
+extern void pmhash_insert_entry(PmhashIndex *idx, uint64 hash,
+								ItemPointer tid);
+
+/* pmhashsearch.c */
+extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);
+extern void pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
+						 ScanKey orderbys, int norderbys);
+extern bool pmhashgettuple(IndexScanDesc scan, ScanDirection dir);
+extern int64 pmhashgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
+extern void pmhashendscan(IndexScanDesc scan);
+
+/* pmhashvacuum.c */
+extern IndexBulkDeleteResult *pmhashbulkdelete(IndexVacuumInfo *info,
+											   IndexBulkDeleteResult *stats,
+											   IndexBulkDeleteCallback callback,
+											   void *callback_state);
+extern IndexBulkDeleteResult *pmhashvacuumcleanup(IndexVacuumInfo *info,
+												  IndexBulkDeleteResult *stats);
+
+/* pmhashvalidate.c */
+extern bool pmhashvalidate(Oid opclassoid);
+extern void pmhashadjustmembers(Oid opfamilyoid, Oid opclassoid,
+								List *operators, List *functions);
+
+/* pmhashpool.c: pool files */
+extern void pmhash_key_for_node(const RelFileNode *node, PmhashKey *key);
+extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
+extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
+extern void pmhash_pool_dir_init(void);
+extern void pmhash_pool_create(Relation index, uint64 pool_id,
+							   PmhashLocal *local);
+extern void pmhash_pool_open(Relation index, const PmhashKey *key,
+							 uint64 expect_pool_id, PmhashLocal *local,
+							 PmhPoolHeader *hdr_out);
+extern void pmhash_pool_remap(Relation index, PmhashLocal *local,
+							  size_t len);
+extern void pmhash_pool_grow(Relation index, PmhashLocal *local,
+							 uint64 nsegments);
+extern void pmhash_pool_close(PmhashLocal *local);
+extern bool pmhash_pool_unlink(const PmhashKey *key);
+extern bool pmhash_pool_exists(const PmhashKey *key);
+extern void pmhash_pool_copy(const char *indexname, const PmhashKey *from,
+							 const PmhashKey *to);
+extern void pmhash_db_dir(Oid dbid, char *path, size_t len);
+extern bool pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr);
+extern void pmhash_persist_or_error(PmhashIndex *idx, const void *addr,
+									size_t len);
+extern void pmhash_report_io_error(Relation index, const char *what);
+
+/* pmhashshmem.c: shared state */
+extern void pmhash_shmem_request(void);
+extern void pmhash_shmem_startup(void);
+extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
+extern void pmhash_attach_new(Relation index, uint64 pool_id,
+							  PmhashIndex *idx);
+extern void pmhash_detach(PmhashIndex *idx);
+extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
+extern PmhashSegSlot *pmhash_seg_slot(PmhashIndex *idx, uint32 segno);
+extern uint32 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash);
+extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
+extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
+extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
+extern uint64 pmhash_new_pool_id(void);
+extern void pmhash_forget(const PmhashKey *key);
+extern void pmhash_forget_database(Oid dbid);
+extern void pmhash_local_forget(const PmhashKey *key);
+
+/* pmhashlifecycle.c: pools follow the index storage */
+extern void pmhash_lifecycle_init(void);
+extern void pmhash_adopt_pool(Relation index, const PmhashKey *key);
+
+/* pmhashcheck.c: SQL-callable functions */
+extern Datum pmhash_stats(PG_FUNCTION_ARGS);
+extern Datum pmhash_check(PG_FUNCTION_ARGS);
+
+#endif							/* PMHASH_H */

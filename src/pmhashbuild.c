@@ -1,0 +1,224 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashbuild.c
+ *	  Building a pmhash index: the metapage, a fresh pool, and a bulk load
+ *	  of the heap's entries that persists the pool once at the end.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/tableam.h"
+#include "access/xloginsert.h"
+#include "commands/progress.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "storage/bufmgr.h"
+#include "storage/smgr.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+typedef struct PmhashBuildState
+{
+	PmhashIndex idx;
+	FmgrInfo   *proc;
+	Oid			collation;
+	double		indtuples;
+} PmhashBuildState;
+
+/* fill a page image with the metapage */
+static void
+pmhash_fill_metapage(Page page, uint64 pool_id, uint32 flags)
+{
+	PmhashMetaPageData *meta;
+
+	PageInit(page, BLCKSZ, 0);
+	meta = PmhashPageGetMeta(page);
+	memset(meta, 0, sizeof(*meta));
+	meta->magic = PMHASH_META_MAGIC;
+	meta->version = PMHASH_META_VERSION;
+	meta->pool_id = pool_id;
+	meta->flags = flags;
+	((PageHeader) page)->pd_lower = (char *) meta + sizeof(*meta) - (char *) page;
+}
+
+/*
+ * Write the metapage of the main fork (through shared buffers, WAL-logged
+ * when the index is) or of the init fork (directly, as for any init fork).
+ */
+void
+pmhash_write_metapage(Relation index, ForkNumber fork, uint64 pool_id,
+					  uint32 flags)
+{
+	if (fork == INIT_FORKNUM)
+	{
+		PGAlignedBlock buf;
+
+		pmhash_fill_metapage(buf.data, pool_id, flags);
+		PageSetChecksumInplace(buf.data, PMHASH_METAPAGE_BLKNO);
+		smgrwrite(RelationGetSmgr(index), INIT_FORKNUM, PMHASH_METAPAGE_BLKNO,
+				  buf.data, true);
+		log_newpage(&(RelationGetSmgr(index))->smgr_rnode.node, INIT_FORKNUM,
+					PMHASH_METAPAGE_BLKNO, buf.data, true);
+		smgrimmedsync(RelationGetSmgr(index), INIT_FORKNUM);
+		return;
+	}
+	else
+	{
+		Buffer		buffer;
+
+		if (RelationGetNumberOfBlocks(index) == 0)
+			buffer = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW,
+										RBM_NORMAL, NULL);
+		else
+			buffer = ReadBufferExtended(index, MAIN_FORKNUM,
+										PMHASH_METAPAGE_BLKNO, RBM_NORMAL, NULL);
+		Assert(BufferGetBlockNumber(buffer) == PMHASH_METAPAGE_BLKNO);
+		LockBuffer(buffer, BUFFER_LOCK_EXCLUSIVE);
+
+		START_CRIT_SECTION();
+		pmhash_fill_metapage(BufferGetPage(buffer), pool_id, flags);
+		MarkBufferDirty(buffer);
+		if (RelationNeedsWAL(index))
+			log_newpage_buffer(buffer, true);
+		END_CRIT_SECTION();
+
+		UnlockReleaseBuffer(buffer);
+	}
+}
+
+/*
+ * Read the metapage of the main fork.  Returns false when the index has no
+ * metapage yet (CREATE INDEX CONCURRENTLY before its build).
+ */
+bool
+pmhash_read_metapage(Relation index, PmhashMetaPageData *meta)
+{
+	Buffer		buffer;
+	Page		page;
+	bool		ok;
+
+	if (RelationGetNumberOfBlocks(index) == 0)
+		return false;
+	buffer = ReadBuffer(index, PMHASH_METAPAGE_BLKNO);
+	LockBuffer(buffer, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buffer);
+	*meta = *PmhashPageGetMeta(page);
+	UnlockReleaseBuffer(buffer);
+
+	ok = !PageIsNew(page) && meta->magic == PMHASH_META_MAGIC;
+	if (!ok)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("index \"%s\" is not a pmhash index",
+						RelationGetRelationName(index)),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	if (meta->version != PMHASH_META_VERSION)
+		ereport(ERROR,
+				(errcode(ERRCODE_INDEX_CORRUPTED),
+				 errmsg("pmhash index \"%s\" has metapage version %u, expected %u",
+						RelationGetRelationName(index), meta->version,
+						PMHASH_META_VERSION),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	return true;
+}
+
+/* heap scan callback: one entry per non-NULL key */
+static void
+pmhash_build_callback(Relation index, ItemPointer tid, Datum *values,
+					  bool *isnull, bool tupleIsAlive, void *state)
+{
+	PmhashBuildState *bs = (PmhashBuildState *) state;
+	uint64		hash;
+
+	if (isnull[0])
+		return;
+	hash = pmhash_hash_datum(bs->proc, bs->collation, values[0]);
+	pmhash_insert_entry(&bs->idx, hash, tid);
+	bs->indtuples += 1;
+	if (((uint64) bs->indtuples) % 4096 == 0)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
+									 (int64) bs->indtuples);
+}
+
+/*
+ * ambuild: a new pool for the index's (new) storage, filled from the heap
+ * with persistence deferred, then persisted in one go.
+ */
+IndexBuildResult *
+pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
+{
+	IndexBuildResult *result;
+	PmhashBuildState bs;
+	double		reltuples;
+	uint64		pool_id = pmhash_new_pool_id();
+	PmhPool    *pool;
+
+	if (indexInfo->ii_NumIndexKeyAttrs != 1)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pmhash indexes support only one key column")));
+
+	memset(&bs, 0, sizeof(bs));
+	pmhash_attach_new(index, pool_id, &bs.idx);
+	pmhash_write_metapage(index, MAIN_FORKNUM, pool_id, 0);
+
+	bs.proc = index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC);
+	bs.collation = index->rd_indcollation[0];
+
+	pool = &bs.idx.local->pool;
+	pool->no_persist = 1;
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+								 PMHASH_BUILD_PHASE_SCAN);
+	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
+									   pmhash_build_callback, &bs, NULL);
+
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
+								 PMHASH_BUILD_PHASE_PERSIST);
+	pool = &bs.idx.local->pool; /* the pool may have been remapped */
+	pool->no_persist = 0;
+	if (pmh_persist(pool, pool->base, pool->mapped_len) != 0)
+		pmhash_report_io_error(index, "persist");
+	pmhash_detach(&bs.idx);
+
+	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
+	result->heap_tuples = reltuples;
+	result->index_tuples = bs.indtuples;
+	return result;
+}
+
+/*
+ * ambuildempty: the init fork of an unlogged index.  Its metapage carries
+ * PMHASH_META_INIT, so that after crash recovery has copied it over the
+ * main fork, the first backend to use the index starts an empty pool.
+ */
+void
+pmhashbuildempty(Relation index)
+{
+	PmhashMetaPageData meta;
+	uint64		pool_id = 0;
+
+	if (RelationGetNumberOfBlocks(index) > 0 &&
+		pmhash_read_metapage(index, &meta))
+		pool_id = meta.pool_id;
+	pmhash_write_metapage(index, INIT_FORKNUM, pool_id, PMHASH_META_INIT);
+}
+
+/* names of pmhash's build phases */
+char *
+pmhashbuildphasename(int64 phasenum)
+{
+	switch (phasenum)
+	{
+		case PROGRESS_CREATEIDX_SUBPHASE_INITIALIZE:
+			return "initializing";
+		case PMHASH_BUILD_PHASE_SCAN:
+			return "loading entries into pool";
+		case PMHASH_BUILD_PHASE_PERSIST:
+			return "persisting pool";
+		default:
+			return NULL;
+	}
+}

@@ -1,0 +1,372 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashcheck.c
+ *	  SQL functions that expose a pmhash index: pmhash_stats() and
+ *	  pmhash_check(), the latter verifying the pool against shared memory
+ *	  and the structure's own invariants (like amcheck, index only).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "catalog/pg_am.h"
+#include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/tuplestore.h"
+
+#include "pmhash.h"
+
+PG_FUNCTION_INFO_V1(pmhash_stats);
+PG_FUNCTION_INFO_V1(pmhash_check);
+
+/*
+ * Open an index for one of these functions: it must be a pmhash index, and
+ * the caller its owner or a member of pg_monitor (superusers are both).
+ */
+static Relation
+pmhash_open_index(Oid relid)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	Oid			amoid = get_index_am_oid("pmhash", true);
+
+	if (rel->rd_rel->relkind != RELKIND_INDEX ||
+		!OidIsValid(amoid) || rel->rd_rel->relam != amoid)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a pmhash index",
+						RelationGetRelationName(rel))));
+	if (!pg_class_ownercheck(relid, GetUserId()) &&
+		!has_privs_of_role(GetUserId(), ROLE_PG_MONITOR))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for pmhash index \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("Only the index owner and members of pg_monitor may inspect a pmhash index.")));
+	return rel;
+}
+
+/* pmhash_stats(regclass): one row describing the index */
+Datum
+pmhash_stats(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	PmhashIndex idx;
+	TupleDesc	tupdesc;
+	Datum		values[7];
+	bool		nulls[7];
+	char		path[MAXPGPATH];
+	char	   *abspath;
+	uint64		entries;
+	uint64		used;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	rel = pmhash_open_index(relid);
+	pmhash_attach(rel, LW_SHARED, &idx);
+
+	entries = pg_atomic_read_u64(&idx.shared->entries);
+	used = idx.shared->primaries + idx.shared->overflows;
+	pmhash_pool_path(&idx.shared->key, path, sizeof(path));
+	abspath = make_absolute_path(path);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum((int64) entries);
+	values[1] = CStringGetTextDatum(abspath);
+	values[2] = Int64GetDatum((int64) pmh_pool_bytes(idx.shared->nsegments));
+	values[3] = Int64GetDatum((int64) (idx.shared->shmem_bytes +
+									   sizeof(PmhashShared)));
+	values[4] = Float8GetDatum(used == 0 ? 0.0 :
+							   (double) entries / ((double) used * PMH_SEG_SLOTS));
+	values[5] = Int32GetDatum(idx.shared->global_depth);
+	values[6] = Int64GetDatum((int64) used);
+
+	pmhash_detach(&idx);
+	relation_close(rel, AccessShareLock);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+typedef struct PmhashCheckState
+{
+	Tuplestorestate *store;
+	TupleDesc	desc;
+	uint64		problems;
+} PmhashCheckState;
+
+/* report one inconsistency */
+static void
+pmhash_problem(PmhashCheckState *st, const char *fmt,...)
+pg_attribute_printf(2, 3);
+
+static void
+pmhash_problem(PmhashCheckState *st, const char *fmt,...)
+{
+	va_list		args;
+	char		buf[512];
+	Datum		value;
+	bool		isnull = false;
+
+	/* a badly broken index could report millions: keep the first ones */
+	if (++st->problems > 1000)
+		return;
+	va_start(args, fmt);
+	vsnprintf(buf, sizeof(buf), fmt, args);
+	va_end(args);
+	value = CStringGetTextDatum(buf);
+	tuplestore_putvalues(st->store, st->desc, &value, &isnull);
+}
+
+/* compare one segment's slots with its shared metadata */
+static uint64
+pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
+					 uint64 owner_word, bool primary)
+{
+	PmhPool    *pool = &idx->local->pool;
+	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	const PmhEntry *e = pmh_seg_entries(pool, segno);
+	uint64		live = 0;
+	int			slot;
+
+	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
+	{
+		int			b = slot / PMH_BUCKET_SLOTS;
+		bool		in_pool = pmh_entry_is_live(&e[slot], owner_word);
+		bool		in_meta = (meta->occ[b] >> (slot % PMH_BUCKET_SLOTS)) & 1;
+
+		if (in_pool != in_meta)
+			pmhash_problem(st, "segment %u slot %d: pool says %s, shared memory says %s",
+						   segno, slot, in_pool ? "live" : "free",
+						   in_meta ? "live" : "free");
+		if (!in_pool)
+			continue;
+		live++;
+		if (in_meta && meta->fp[slot] != pmh_fingerprint(e[slot].hash))
+			pmhash_problem(st, "segment %u slot %d: fingerprint %02x does not match hash %016llx",
+						   segno, slot, meta->fp[slot],
+						   (unsigned long long) e[slot].hash);
+		if (primary)
+		{
+			int			dist = (b - pmh_home_bucket(e[slot].hash) +
+								PMH_SEG_BUCKETS) % PMH_SEG_BUCKETS;
+
+			if (dist >= PMH_PROBE_BUCKETS)
+				pmhash_problem(st, "segment %u slot %d: entry is outside the probe window of its home bucket",
+							   segno, slot);
+		}
+	}
+	if (meta->nlive != live)
+		pmhash_problem(st, "segment %u: shared memory counts %u live entries, pool has %llu",
+					   segno, meta->nlive, (unsigned long long) live);
+	return live;
+}
+
+/* (hash, tag) pairs of a primary segment and its chain, for duplicates */
+static int
+pmhash_entry_cmp(const void *a, const void *b)
+{
+	const PmhEntry *x = a;
+	const PmhEntry *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	if (x->tag != y->tag)
+		return x->tag < y->tag ? -1 : 1;
+	return 0;
+}
+
+/* look for the same (hash, TID) stored twice under one primary segment */
+static void
+pmhash_check_duplicates(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
+						uint64 owner_word)
+{
+	PmhPool    *pool = &idx->local->pool;
+	PmhEntry   *all = NULL;
+	int			n = 0;
+	int			cap = 0;
+	uint32		seg = segno;
+	int			i;
+
+	while (seg != PMH_NO_SEGMENT)
+	{
+		const PmhEntry *e = pmh_seg_entries(pool, seg);
+		int			slot;
+
+		for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
+		{
+			if (!pmh_entry_is_live(&e[slot], owner_word))
+				continue;
+			if (n == cap)
+			{
+				cap = cap == 0 ? PMH_SEG_SLOTS : cap * 2;
+				all = all ? repalloc(all, sizeof(PmhEntry) * cap) :
+					palloc(sizeof(PmhEntry) * cap);
+			}
+			all[n++] = e[slot];
+		}
+		seg = pmhash_seg_slot(idx, seg)->meta.ovf_next;
+	}
+	if (n > 1)
+	{
+		qsort(all, n, sizeof(PmhEntry), pmhash_entry_cmp);
+		for (i = 1; i < n; i++)
+			if (pmhash_entry_cmp(&all[i - 1], &all[i]) == 0)
+				pmhash_problem(st, "segment %u: entry (hash %016llx, tid (%u,%u)) is stored twice",
+							   segno, (unsigned long long) all[i].hash,
+							   pmh_tag_block(all[i].tag), pmh_tag_offset(all[i].tag));
+	}
+	if (all)
+		pfree(all);
+}
+
+/* every check, with the index lock held exclusively */
+static void
+pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
+{
+	PmhashShared *shared = idx->shared;
+	PmhPool    *pool = &idx->local->pool;
+	const PmhPoolHeader *hdr = (const PmhPoolHeader *) pool->base;
+	uint64		nseg = shared->nsegments;
+	uint8	   *seen;
+	uint64		total = 0;
+	uint64		primaries = 0;
+	uint64		overflows = 0;
+	uint64		ndir = UINT64CONST(1) << shared->global_depth;
+	uint64		i;
+	PmhHeaderStatus hs;
+
+	hs = pmh_header_validate(hdr, pool->mapped_len);
+	if (hs != PMH_HEADER_OK)
+		pmhash_problem(st, "pool header: %s", pmh_header_status_string(hs));
+	if (hdr->db_oid != shared->key.dbid || hdr->rel_node != shared->key.relnode ||
+		hdr->spc_oid != shared->key.spcid || hdr->pool_id != shared->pool_id)
+		pmhash_problem(st, "pool header names another index storage");
+	if (pool->mapped_len < pmh_pool_bytes(nseg))
+		pmhash_problem(st, "pool mapping is shorter than its %llu segments",
+					   (unsigned long long) nseg);
+
+	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain */
+	seen = palloc0(nseg);
+
+	/* the directory: each entry names a primary covering it */
+	for (i = 0; i < ndir; i++)
+	{
+		uint32		segno = pmhash_lookup_segment(idx, shared->global_depth == 0 ?
+												  0 : i << (64 - shared->global_depth));
+		uint64		w;
+		int			d;
+
+		if (segno >= nseg)
+		{
+			pmhash_problem(st, "directory entry %llu points past the pool (segment %u)",
+						   (unsigned long long) i, segno);
+			continue;
+		}
+		w = pmh_seg_header(pool, segno)->word;
+		d = pmh_segword_depth(w);
+		if (!pmh_segword_is_valid(w) || pmh_segword_is_overflow(w) ||
+			d > shared->global_depth ||
+			(d > 0 && (i >> (shared->global_depth - d)) != pmh_segword_prefix(w)))
+			pmhash_problem(st, "directory entry %llu points at segment %u whose word %016llx does not cover it",
+						   (unsigned long long) i, segno, (unsigned long long) w);
+		else
+			seen[segno] = 1;
+	}
+
+	/* segments: words, chains, and slots */
+	for (i = 0; i < nseg; i++)
+	{
+		PmhashSegSlot *slot = pmhash_seg_slot(idx, (uint32) i);
+		PmhSegHeader *h = pmh_seg_header(pool, (uint32) i);
+		uint32		o;
+
+		if (h->word != slot->meta.word)
+			pmhash_problem(st, "segment %llu: pool word %016llx, shared memory word %016llx",
+						   (unsigned long long) i, (unsigned long long) h->word,
+						   (unsigned long long) slot->meta.word);
+		if (seen[i] != 1)
+			continue;
+		primaries++;
+		total += pmhash_check_segment(idx, st, (uint32) i, h->word, true);
+		for (o = slot->meta.ovf_next; o != PMH_NO_SEGMENT;
+			 o = pmhash_seg_slot(idx, o)->meta.ovf_next)
+		{
+			if (o >= nseg || seen[o] != 0 ||
+				!pmh_segword_is_overflow(pmh_seg_header(pool, o)->word))
+			{
+				pmhash_problem(st, "overflow chain of segment %llu is broken at segment %u",
+							   (unsigned long long) i, o);
+				break;
+			}
+			seen[o] = 2;
+			overflows++;
+			total += pmhash_check_segment(idx, st, o, h->word, false);
+		}
+		if ((slot->meta.ovf_next == PMH_NO_SEGMENT ? 0 :
+			 (uint64) slot->meta.ovf_next + 1) != h->ovf_next)
+			pmhash_problem(st, "segment %llu: pool and shared memory disagree on its overflow chain",
+						   (unsigned long long) i);
+		pmhash_check_duplicates(idx, st, (uint32) i, h->word);
+	}
+	for (i = 0; i < nseg; i++)
+		if (seen[i] == 0 && pmh_seg_header(pool, (uint32) i)->word != 0)
+			pmhash_problem(st, "segment %llu is in use in the pool but unreachable",
+						   (unsigned long long) i);
+
+	if (primaries != shared->primaries || overflows != shared->overflows)
+		pmhash_problem(st, "shared memory counts %llu primary and %llu overflow segments, found %llu and %llu",
+					   (unsigned long long) shared->primaries,
+					   (unsigned long long) shared->overflows,
+					   (unsigned long long) primaries,
+					   (unsigned long long) overflows);
+	if (total != pg_atomic_read_u64(&shared->entries))
+		pmhash_problem(st, "shared memory counts %llu entries, pool has %llu",
+					   (unsigned long long) pg_atomic_read_u64(&shared->entries),
+					   (unsigned long long) total);
+	pfree(seen);
+}
+
+/* pmhash_check(regclass): one row per inconsistency, none when consistent */
+Datum
+pmhash_check(PG_FUNCTION_ARGS)
+{
+	ReturnSetInfo *rsinfo = (ReturnSetInfo *) fcinfo->resultinfo;
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	PmhashIndex idx;
+	PmhashCheckState st;
+
+	InitMaterializedSRF(fcinfo, MAT_SRF_USE_EXPECTED_DESC);
+	st.store = rsinfo->setResult;
+	st.desc = rsinfo->setDesc;
+	st.problems = 0;
+
+	rel = pmhash_open_index(relid);
+	pmhash_attach(rel, LW_EXCLUSIVE, &idx);
+	pmhash_check_index(&idx, &st);
+	pmhash_detach(&idx);
+	relation_close(rel, AccessShareLock);
+
+	if (st.problems > 1000)
+	{
+		Datum		value;
+		bool		isnull = false;
+		char		buf[128];
+
+		snprintf(buf, sizeof(buf), "... and %llu more problems",
+				 (unsigned long long) (st.problems - 1000));
+		value = CStringGetTextDatum(buf);
+		tuplestore_putvalues(st.store, st.desc, &value, &isnull);
+	}
+	return (Datum) 0;
+}

@@ -1,0 +1,98 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashinsert.c
+ *	  Inserting entries into a pmhash index.
+ *
+ * An insert takes the index lock shared and the target segment's lock
+ * exclusive; the entry is persisted before aminsert returns (so before the
+ * transaction can commit).  When the segment has no room, the insert
+ * retakes the index lock exclusively and splits the segment or extends its
+ * overflow chain, then retries.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/*
+ * Insert (hash, tid) into an attached index (any lock mode; the index lock
+ * is held in the same mode on return).
+ */
+void
+pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
+{
+	LWLockMode	entry_mode = idx->mode;
+	uint32		block = ItemPointerGetBlockNumber(tid);
+	uint16		offset = ItemPointerGetOffsetNumber(tid);
+
+	for (;;)
+	{
+		uint32		segno = pmhash_lookup_segment(idx, hash);
+		PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+		PmhInsertResult r;
+		bool		locked = idx->mode != LW_EXCLUSIVE;
+
+		if (locked)
+			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		r = pmh_insert(&idx->local->pool, &idx->cb, segno, hash, block, offset);
+		if (locked)
+			LWLockRelease(&slot->lock);
+
+		switch (r)
+		{
+			case PMH_INSERT_DONE:
+				pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
+				/* FALLTHROUGH */
+			case PMH_INSERT_EXISTS:
+				if (idx->mode != entry_mode)
+					pmhash_relock(idx, entry_mode);
+				return;
+			case PMH_INSERT_IOERROR:
+				pmhash_report_io_error(idx->rel, "persist entry in");
+				break;
+			case PMH_INSERT_SPLIT:
+			case PMH_INSERT_OVERFLOW:
+				if (idx->mode != LW_EXCLUSIVE)
+				{
+					/* structure changes need the whole index; look again */
+					pmhash_relock(idx, LW_EXCLUSIVE);
+					continue;
+				}
+				if (r == PMH_INSERT_SPLIT)
+					pmhash_split_segment(idx, segno);
+				else
+					pmhash_add_overflow_segment(idx, segno);
+				break;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * aminsert: NULL keys are not indexed (as in a hash index); anything else
+ * becomes one persistent entry.
+ */
+bool
+pmhashinsert(Relation index, Datum *values, bool *isnull,
+			 ItemPointer ht_ctid, Relation heapRel,
+			 IndexUniqueCheck checkUnique, bool indexUnchanged,
+			 IndexInfo *indexInfo)
+{
+	PmhashIndex idx;
+	uint64		hash;
+
+	if (isnull[0])
+		return false;
+
+	hash = pmhash_hash_datum(index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC),
+							 index->rd_indcollation[0], values[0]);
+
+	pmhash_attach(index, LW_SHARED, &idx);
+	pmhash_insert_entry(&idx, hash, ht_ctid);
+	pmhash_detach(&idx);
+	return false;
+}

@@ -1,0 +1,340 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashlifecycle.c
+ *	  Keeping exactly one pool per pmhash index storage through every DDL.
+ *
+ * A pool is named after its storage's relfilenode, so it follows storage
+ * changes by piggy-backing on PostgreSQL's own bookkeeping of storage to
+ * delete (catalog/storage.c's pending deletes):
+ *
+ *	- ambuild creates the pool of a new storage (CREATE INDEX, REINDEX,
+ *	  TRUNCATE, CLUSTER, VACUUM FULL, table rewrites, CREATE INDEX
+ *	  CONCURRENTLY);
+ *	- at commit, the pools of the storages PostgreSQL deletes at commit are
+ *	  removed (DROP, and the old storage of every rewrite);
+ *	- at (sub)transaction abort, the pools of the storages PostgreSQL
+ *	  deletes at abort are removed (the new storages of the aborted work);
+ *	- a storage copied block by block (ALTER INDEX ... SET TABLESPACE) gets
+ *	  a copy of the pool of the storage it was copied from, found among the
+ *	  storages deleted at commit by the index OID in their pool headers;
+ *	- DROP DATABASE removes the database's pool directory, and CREATE
+ *	  DATABASE copies the template's.
+ *
+ * PREPARE TRANSACTION is refused for a transaction that created or dropped
+ * pmhash storage: the pending deletes of a prepared transaction are carried
+ * out by COMMIT PREPARED without any callback pmhash could hook.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <dirent.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "catalog/storage.h"
+#include "commands/dbcommands.h"
+#include "commands/defrem.h"
+#include "common/string.h"
+#include "miscadmin.h"
+#include "nodes/parsenodes.h"
+#include "storage/fd.h"
+#include "storage/lmgr.h"
+#include "tcop/utility.h"
+#include "utils/lsyscache.h"
+#include "utils/rel.h"
+#include "utils/relfilenodemap.h"
+
+#include "pmhash.h"
+
+static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+
+/* is this relation a pmhash index? */
+static bool
+pmhash_rel_is_pmhash(Relation rel)
+{
+	Oid			amoid;
+
+	if (rel->rd_rel->relkind != RELKIND_INDEX)
+		return false;
+	amoid = get_index_am_oid("pmhash", true);
+	return OidIsValid(amoid) && rel->rd_rel->relam == amoid;
+}
+
+/*
+ * If index's storage was created in this transaction without the access
+ * method's help (a block copy) and has no pool yet, copy the pool of the
+ * storage it replaces.  Cheap when there is nothing to do.
+ */
+void
+pmhash_adopt_pool(Relation index, const PmhashKey *key)
+{
+	RelFileNode *dropped;
+	int			ndropped;
+	int			i;
+
+	if (index->rd_createSubid == InvalidSubTransactionId &&
+		index->rd_firstRelfilenodeSubid == InvalidSubTransactionId)
+		return;
+	if (pmhash_pool_exists(key))
+		return;
+
+	ndropped = smgrGetPendingDeletes(true, &dropped);
+	for (i = 0; i < ndropped; i++)
+	{
+		PmhashKey	from;
+		PmhPoolHeader hdr;
+
+		pmhash_key_for_node(&dropped[i], &from);
+		if (from.dbid != key->dbid)
+			continue;
+		if (pmhash_pool_read_header(&from, &hdr) &&
+			hdr.index_oid == RelationGetRelid(index))
+		{
+			pmhash_pool_copy(RelationGetRelationName(index), &from, key);
+			break;
+		}
+	}
+	if (dropped)
+		pfree(dropped);
+}
+
+/*
+ * Before commit: every new storage of a pmhash index that was made by
+ * copying blocks gets its pool now, before the old storage (and its pool)
+ * is deleted at commit.
+ */
+static void
+pmhash_pre_commit(void)
+{
+	RelFileNode *created;
+	int			ncreated;
+	int			i;
+
+	ncreated = smgrGetPendingDeletes(false, &created);
+	for (i = 0; i < ncreated; i++)
+	{
+		PmhashKey	key;
+		Oid			relid;
+		Relation	rel;
+
+		if (created[i].dbNode != MyDatabaseId)
+			continue;
+		pmhash_key_for_node(&created[i], &key);
+		if (pmhash_pool_exists(&key))
+			continue;
+		relid = RelidByRelfilenode(key.spcid, key.relnode);
+		if (!OidIsValid(relid))
+			continue;
+		rel = try_relation_open(relid, NoLock);
+		if (rel == NULL)
+			continue;
+		if (pmhash_rel_is_pmhash(rel) &&
+			RelFileNodeEquals(rel->rd_node, created[i]))
+			pmhash_adopt_pool(rel, &key);
+		relation_close(rel, NoLock);
+	}
+	if (created)
+		pfree(created);
+}
+
+/*
+ * PREPARE of a transaction that would create or remove pools is refused:
+ * the pool work would have to happen at COMMIT/ROLLBACK PREPARED.
+ */
+static void
+pmhash_pre_prepare(void)
+{
+	RelFileNode *nodes;
+	int			n;
+	int			pass;
+
+	for (pass = 0; pass < 2; pass++)
+	{
+		int			i;
+
+		n = smgrGetPendingDeletes(pass == 0, &nodes);
+		for (i = 0; i < n; i++)
+		{
+			PmhashKey	key;
+
+			pmhash_key_for_node(&nodes[i], &key);
+			if (pmhash_pool_exists(&key))
+				ereport(ERROR,
+						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+						 errmsg("cannot PREPARE a transaction that has created or dropped a pmhash index's storage"),
+						 errhint("Commit the DDL in its own transaction, then use two-phase commit for the data.")));
+		}
+		if (nodes)
+			pfree(nodes);
+	}
+}
+
+/* remove the pools (and shared state) of storages being deleted */
+static void
+pmhash_remove_pools(bool forCommit)
+{
+	RelFileNode *nodes;
+	int			n;
+	int			i;
+
+	n = smgrGetPendingDeletes(forCommit, &nodes);
+	for (i = 0; i < n; i++)
+	{
+		PmhashKey	key;
+
+		pmhash_key_for_node(&nodes[i], &key);
+		if (pmhash_pool_unlink(&key))
+			pmhash_forget(&key);
+	}
+	if (nodes)
+		pfree(nodes);
+}
+
+/* transaction callback: see the file header */
+static void
+pmhash_xact_callback(XactEvent event, void *arg)
+{
+	switch (event)
+	{
+		case XACT_EVENT_PRE_COMMIT:
+			pmhash_pre_commit();
+			break;
+		case XACT_EVENT_PRE_PREPARE:
+			pmhash_pre_prepare();
+			break;
+		case XACT_EVENT_COMMIT:
+			pmhash_remove_pools(true);
+			break;
+		case XACT_EVENT_ABORT:
+			pmhash_remove_pools(false);
+			break;
+		default:
+			break;
+	}
+}
+
+/* subtransaction callback: a rolled-back subtransaction's new storages */
+static void
+pmhash_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
+						SubTransactionId parentSubid, void *arg)
+{
+	if (event == SUBXACT_EVENT_ABORT_SUB)
+		pmhash_remove_pools(false);
+}
+
+/* remove a database's pool directory and everything in it */
+static void
+pmhash_remove_db_dir(Oid dbid)
+{
+	char		dir[MAXPGPATH];
+
+	pmhash_db_dir(dbid, dir, sizeof(dir));
+	if (!rmtree(dir, true))
+		ereport(WARNING,
+				(errmsg("could not remove pmhash pool directory \"%s\"", dir)));
+	pmhash_forget_database(dbid);
+}
+
+/* copy every pool of a template database into a new database */
+static void
+pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
+{
+	char		dir[MAXPGPATH];
+	DIR		   *d;
+	struct dirent *de;
+
+	pmhash_db_dir(srcdb, dir, sizeof(dir));
+	d = AllocateDir(dir);
+	if (d == NULL)
+		return;					/* the template has no pmhash indexes */
+	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
+	{
+		PmhashKey	from;
+		PmhashKey	to;
+		unsigned int spc;
+		unsigned int relnode;
+		char		tail;
+
+		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
+			tail != 'l')
+			continue;
+		memset(&from, 0, sizeof(from));
+		from.dbid = srcdb;
+		from.spcid = spc;
+		from.relnode = relnode;
+		to = from;
+		to.dbid = dstdb;
+		pmhash_pool_copy(de->d_name, &from, &to);
+	}
+	FreeDir(d);
+}
+
+/* the template named by a CREATE DATABASE statement */
+static char *
+pmhash_createdb_template(CreatedbStmt *stmt)
+{
+	ListCell   *lc;
+
+	foreach(lc, stmt->options)
+	{
+		DefElem    *def = (DefElem *) lfirst(lc);
+
+		if (strcmp(def->defname, "template") == 0 && def->arg != NULL)
+			return defGetString(def);
+	}
+	return "template1";
+}
+
+/*
+ * ProcessUtility hook: DROP DATABASE and CREATE DATABASE act on whole
+ * directories of relation files without per-relation callbacks; do the same
+ * to pool directories once PostgreSQL has done its part.
+ */
+static void
+pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
+					  bool readOnlyTree, ProcessUtilityContext context,
+					  ParamListInfo params, QueryEnvironment *queryEnv,
+					  DestReceiver *dest, QueryCompletion *qc)
+{
+	Node	   *parsetree = pstmt->utilityStmt;
+	Oid			dropped_db = InvalidOid;
+	Oid			template_db = InvalidOid;
+
+	if (IsA(parsetree, DropdbStmt))
+		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
+	else if (IsA(parsetree, CreatedbStmt))
+		template_db = get_database_oid(pmhash_createdb_template((CreatedbStmt *) parsetree),
+									   true);
+
+	if (prev_ProcessUtility)
+		prev_ProcessUtility(pstmt, queryString, readOnlyTree, context, params,
+							queryEnv, dest, qc);
+	else
+		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
+								params, queryEnv, dest, qc);
+
+	if (OidIsValid(dropped_db))
+		pmhash_remove_db_dir(dropped_db);
+	if (OidIsValid(template_db))
+	{
+		Oid			newdb = get_database_oid(((CreatedbStmt *) parsetree)->dbname,
+											 true);
+
+		if (OidIsValid(newdb))
+			pmhash_copy_db_pools(template_db, newdb);
+	}
+}
+
+/* install the callbacks and hooks (from _PG_init) */
+void
+pmhash_lifecycle_init(void)
+{
+	RegisterXactCallback(pmhash_xact_callback, NULL);
+	RegisterSubXactCallback(pmhash_subxact_callback, NULL);
+	prev_ProcessUtility = ProcessUtility_hook;
+	ProcessUtility_hook = pmhash_ProcessUtility;
+}

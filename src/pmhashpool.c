@@ -1,0 +1,483 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashpool.c
+ *	  Pool files: naming, creation, validation, mapping, growth, removal.
+ *
+ * A pool file belongs to one index storage (relfilenode) and is named
+ *		<pmhash.pool_dir>/<database oid>/<tablespace oid or 0>_<relfilenode>.pool
+ * Nothing in a pool file is trusted before its header has been validated:
+ * magic, layout version, checksum, layout parameters, length, and the
+ * database, relfilenode and pool id it belongs to.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <libpmem.h>
+
+#include "common/file_perm.h"
+#include "miscadmin.h"
+#include "storage/fd.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/* map a RelFileNode to the key used for file names and shared memory */
+void
+pmhash_key_for_node(const RelFileNode *node, PmhashKey *key)
+{
+	memset(key, 0, sizeof(*key));
+	key->dbid = node->dbNode;
+	key->spcid = (node->spcNode == MyDatabaseTableSpace) ? InvalidOid :
+		node->spcNode;
+	key->relnode = node->relNode;
+}
+
+/* the key of an index relation's current storage */
+void
+pmhash_key_for_rel(Relation rel, PmhashKey *key)
+{
+	pmhash_key_for_node(&rel->rd_node, key);
+}
+
+/* path of the pool file of an index storage */
+void
+pmhash_pool_path(const PmhashKey *key, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%u/%u_%u.pool", pmhash_pool_dir, key->dbid,
+			 key->spcid, key->relnode);
+}
+
+/* path of a database's pool directory */
+void
+pmhash_db_dir(Oid dbid, char *path, size_t len)
+{
+	snprintf(path, len, "%s/%u", pmhash_pool_dir, dbid);
+}
+
+/* create a directory 0700 if missing, and check that it is one */
+static void
+pmhash_ensure_dir(const char *path)
+{
+	struct stat st;
+
+	if (mkdir(path, pg_dir_create_mode) != 0 && errno != EEXIST)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create pmhash pool directory \"%s\": %m", path),
+				 errhint("Check that pmhash.pool_dir names a writable directory.")));
+	if (lstat(path, &st) != 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not stat pmhash pool directory \"%s\": %m", path)));
+	if (!S_ISDIR(st.st_mode))
+		ereport(ERROR,
+				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				 errmsg("pmhash pool directory \"%s\" is not a directory", path),
+				 errhint("Set pmhash.pool_dir to a directory and restart the server.")));
+}
+
+/*
+ * Called at postmaster start: create pmhash.pool_dir (0700) if it does not
+ * exist yet, and refuse to start with something unusable there.
+ */
+void
+pmhash_pool_dir_init(void)
+{
+	pmhash_ensure_dir(pmhash_pool_dir);
+	if (access(pmhash_pool_dir, W_OK | X_OK) != 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("pmhash pool directory \"%s\" is not writable: %m",
+						pmhash_pool_dir),
+				 errhint("Set pmhash.pool_dir to a directory the server can write and restart.")));
+}
+
+/* report a failed persist or file operation on an index's pool */
+void
+pmhash_report_io_error(Relation index, const char *what)
+{
+	ereport(ERROR,
+			(errcode_for_file_access(),
+			 errmsg("could not %s pool of pmhash index \"%s\": %m",
+					what, RelationGetRelationName(index))));
+}
+
+/* map a pool file (already open as fd) of len bytes into local */
+static void
+pmhash_map(Relation index, const char *path, PmhashLocal *local, size_t len)
+{
+	size_t		mapped_len;
+	int			is_pmem;
+	void	   *addr;
+
+	addr = pmem_map_file(path, 0, 0, 0, &mapped_len, &is_pmem);
+	if (addr == NULL)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not map pool file \"%s\" of pmhash index \"%s\": %s",
+						path, RelationGetRelationName(index), pmem_errormsg()),
+				 errhint("pmhash.pool_dir must be on a file system that supports shared memory mappings.")));
+	if (mapped_len < len)
+	{
+		pmem_unmap(addr, mapped_len);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pool file \"%s\" of pmhash index \"%s\" is shorter than expected",
+						path, RelationGetRelationName(index)),
+				 errdetail("Expected %zu bytes, found %zu.", len, mapped_len),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	}
+	local->pool.base = addr;
+	local->pool.mapped_len = mapped_len;
+	local->pool.is_pmem = is_pmem;
+}
+
+/*
+ * Open an existing file without following a symlink, check that it is a
+ * regular file, and return the descriptor (or -1 with errno set).
+ */
+static int
+pmhash_open_nofollow(const char *path, struct stat *st)
+{
+	int			fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+
+	if (fd < 0)
+		return -1;
+	if (fstat(fd, st) != 0)
+	{
+		int			save = errno;
+
+		close(fd);
+		errno = save;
+		return -1;
+	}
+	if (!S_ISREG(st->st_mode))
+	{
+		close(fd);
+		errno = EINVAL;
+		return -1;
+	}
+	return fd;
+}
+
+/*
+ * Create (or replace) the pool file of an index storage with one empty
+ * segment and map it.  The file is created 0600 and never through a
+ * symlink.
+ */
+void
+pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
+{
+	char		path[MAXPGPATH];
+	char		dir[MAXPGPATH];
+	PmhPoolHeader hdr;
+	size_t		len = pmh_pool_bytes(1);
+	int			fd;
+	int			rc;
+
+	pmhash_key_for_rel(index, &local->key);
+	pmhash_db_dir(local->key.dbid, dir, sizeof(dir));
+	pmhash_ensure_dir(pmhash_pool_dir);
+	pmhash_ensure_dir(dir);
+	pmhash_pool_path(&local->key, path, sizeof(path));
+
+	/* a stale file of the same name (left by a crash) is replaced */
+	if (unlink(path) != 0 && errno != ENOENT)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not remove stale pool file \"%s\": %m", path)));
+	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			  S_IRUSR | S_IWUSR);
+	if (fd < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create pool file \"%s\" for pmhash index \"%s\": %m",
+						path, RelationGetRelationName(index))));
+	rc = posix_fallocate(fd, 0, len);
+	if (rc != 0)
+	{
+		close(fd);
+		unlink(path);
+		errno = rc;
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not allocate pool file \"%s\" for pmhash index \"%s\": %m",
+						path, RelationGetRelationName(index))));
+	}
+	local->fd = fd;
+	local->pool.no_persist = 0;
+	pmhash_map(index, path, local, len);
+
+	pmh_header_init(&hdr, pool_id, local->key.dbid, local->key.spcid,
+					local->key.relnode, RelationGetRelid(index));
+	if (pmh_pool_format(&local->pool, &hdr) != 0)
+		pmhash_report_io_error(index, "persist");
+
+	/* make the directory entry durable too */
+	if (pg_fsync(fd) != 0 || fsync_fname_ext(dir, true, true, ERROR) != 0)
+		pmhash_report_io_error(index, "sync");
+}
+
+/*
+ * Open, validate and map the pool file of an index storage.  Any problem
+ * is an ERROR that names the index and the file and suggests REINDEX.
+ */
+void
+pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
+				 PmhashLocal *local, PmhPoolHeader *hdr_out)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+	PmhPoolHeader hdr;
+	PmhHeaderStatus status;
+	int			fd;
+
+	pmhash_pool_path(key, path, sizeof(path));
+	fd = pmhash_open_nofollow(path, &st);
+	if (fd < 0)
+	{
+		int			sqlstate = (errno == ENOENT) ? ERRCODE_UNDEFINED_FILE :
+			ERRCODE_DATA_CORRUPTED;
+
+		ereport(ERROR,
+				(errcode(sqlstate),
+				 errmsg("could not open pool file \"%s\" of pmhash index \"%s\": %m",
+						path, RelationGetRelationName(index)),
+				 errdetail("The pool holds the index entries; without it the index cannot be used."),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	}
+
+	memset(&hdr, 0, sizeof(hdr));
+	if (st.st_size >= (off_t) sizeof(hdr) &&
+		pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t) sizeof(hdr))
+	{
+		close(fd);
+		pmhash_report_io_error(index, "read");
+	}
+	status = pmh_header_validate(&hdr, (size_t) st.st_size);
+	if (status == PMH_HEADER_OK &&
+		(hdr.db_oid != key->dbid || hdr.spc_oid != key->spcid ||
+		 hdr.rel_node != key->relnode ||
+		 (expect_pool_id != 0 && hdr.pool_id != expect_pool_id)))
+		status = PMH_HEADER_FOREIGN;
+	if (status != PMH_HEADER_OK)
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pool file \"%s\" of pmhash index \"%s\" is not valid: %s",
+						path, RelationGetRelationName(index),
+						pmh_header_status_string(status)),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	}
+
+	local->key = *key;
+	local->fd = fd;
+	local->pool.no_persist = 0;
+	pmhash_map(index, path, local, (size_t) st.st_size);
+	if (hdr_out)
+		*hdr_out = hdr;
+}
+
+/* remap a pool after it grew (in this or another backend) */
+void
+pmhash_pool_remap(Relation index, PmhashLocal *local, size_t len)
+{
+	char		path[MAXPGPATH];
+
+	if (local->pool.base)
+		pmem_unmap(local->pool.base, local->pool.mapped_len);
+	local->pool.base = NULL;
+	local->pool.mapped_len = 0;
+	pmhash_pool_path(&local->key, path, sizeof(path));
+	pmhash_map(index, path, local, len);
+}
+
+/*
+ * Grow the pool file to hold nsegments segments and remap it.  New space
+ * reads as zero: free segments.  Running out of disk space is an ERROR
+ * before anything in the pool changed.
+ */
+void
+pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
+{
+	size_t		len = pmh_pool_bytes(nsegments);
+	int			rc;
+
+	rc = posix_fallocate(local->fd, 0, len);
+	if (rc != 0)
+	{
+		errno = rc;
+		ereport(ERROR,
+				(errcode(rc == ENOSPC ? ERRCODE_DISK_FULL : ERRCODE_IO_ERROR),
+				 errmsg("could not extend pool of pmhash index \"%s\" to %zu bytes: %m",
+						RelationGetRelationName(index), len),
+				 errhint("Free space in pmhash.pool_dir.")));
+	}
+	if (fsync(local->fd) != 0)
+		pmhash_report_io_error(index, "sync");
+	pmhash_pool_remap(index, local, len);
+}
+
+/* unmap and close a local mapping */
+void
+pmhash_pool_close(PmhashLocal *local)
+{
+	if (local->pool.base)
+		pmem_unmap(local->pool.base, local->pool.mapped_len);
+	local->pool.base = NULL;
+	local->pool.mapped_len = 0;
+	if (local->fd >= 0)
+		close(local->fd);
+	local->fd = -1;
+}
+
+/* remove the pool file of an index storage; false if there was none */
+bool
+pmhash_pool_unlink(const PmhashKey *key)
+{
+	char		path[MAXPGPATH];
+
+	pmhash_pool_path(key, path, sizeof(path));
+	if (unlink(path) == 0)
+		return true;
+	if (errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove pmhash pool file \"%s\": %m", path)));
+	return false;
+}
+
+/* does the pool file of an index storage exist? */
+bool
+pmhash_pool_exists(const PmhashKey *key)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	pmhash_pool_path(key, path, sizeof(path));
+	return lstat(path, &st) == 0;
+}
+
+/* read (without validating ownership) the header of a pool file */
+bool
+pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+	int			fd;
+	bool		ok;
+
+	pmhash_pool_path(key, path, sizeof(path));
+	fd = pmhash_open_nofollow(path, &st);
+	if (fd < 0)
+		return false;
+	ok = pread(fd, hdr, sizeof(*hdr), 0) == (ssize_t) sizeof(*hdr) &&
+		pmh_header_validate(hdr, (size_t) st.st_size) == PMH_HEADER_OK;
+	close(fd);
+	return ok;
+}
+
+/*
+ * Copy a pool to another index storage: the same index under a new
+ * relfilenode (ALTER INDEX ... SET TABLESPACE copies the relation's blocks
+ * without calling the access method), or the same relfilenode in a new
+ * database (CREATE DATABASE ... TEMPLATE).  The copy's header names its new
+ * storage.
+ */
+void
+pmhash_pool_copy(const char *indexname, const PmhashKey *from,
+				 const PmhashKey *to)
+{
+	char		src[MAXPGPATH];
+	char		dst[MAXPGPATH];
+	char		dir[MAXPGPATH];
+	char	   *buf;
+	struct stat st;
+	int			in;
+	int			out;
+	off_t		off = 0;
+	PmhPoolHeader *hdr;
+
+	pmhash_pool_path(from, src, sizeof(src));
+	pmhash_pool_path(to, dst, sizeof(dst));
+	pmhash_db_dir(to->dbid, dir, sizeof(dir));
+	pmhash_ensure_dir(dir);
+
+	in = pmhash_open_nofollow(src, &st);
+	if (in < 0)
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not open pool file \"%s\" of pmhash index \"%s\": %m",
+						src, indexname)));
+	if (unlink(dst) != 0 && errno != ENOENT)
+		ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not replace pool file \"%s\": %m", dst)));
+	out = open(dst, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+			   S_IRUSR | S_IWUSR);
+	if (out < 0)
+	{
+		close(in);
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not create pool file \"%s\": %m", dst)));
+	}
+
+	buf = palloc(BLCKSZ * 16);
+	while (off < st.st_size)
+	{
+		ssize_t		n = pread(in, buf, BLCKSZ * 16, off);
+
+		if (n <= 0)
+			break;
+		if (off == 0)
+		{
+			hdr = (PmhPoolHeader *) buf;
+			hdr->db_oid = to->dbid;
+			hdr->spc_oid = to->spcid;
+			hdr->rel_node = to->relnode;
+			hdr->checksum = pmh_header_checksum(hdr);
+		}
+		if (pwrite(out, buf, n, off) != n)
+		{
+			int			save = errno;
+
+			close(in);
+			close(out);
+			unlink(dst);
+			errno = save == 0 ? ENOSPC : save;
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not copy pool of pmhash index \"%s\" to \"%s\": %m",
+							indexname, dst)));
+		}
+		off += n;
+	}
+	pfree(buf);
+	close(in);
+	if (off != st.st_size || pg_fsync(out) != 0)
+	{
+		close(out);
+		unlink(dst);
+		ereport(ERROR,
+				(errcode_for_file_access(),
+				 errmsg("could not copy pool of pmhash index \"%s\" to \"%s\": %m",
+						indexname, dst)));
+	}
+	close(out);
+	(void) fsync_fname_ext(dir, true, true, ERROR);
+}
+
+/* persist through the core's choke point; an I/O failure is an ERROR */
+void
+pmhash_persist_or_error(PmhashIndex *idx, const void *addr, size_t len)
+{
+	if (pmh_persist(&idx->local->pool, addr, len) != 0)
+		pmhash_report_io_error(idx->rel, "persist");
+}

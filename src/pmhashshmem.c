@@ -1,0 +1,902 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashshmem.c
+ *	  Shared state of pmhash indexes: a fixed hash table of index storages
+ *	  in shared memory, whose directories, per-segment locks, fingerprints
+ *	  and occupancy bitmaps live in a DSA area created in place in
+ *	  pmhash's shared memory.  Everything here is a cache of the pool and is
+ *	  rebuilt from it by the first backend that needs an index after a
+ *	  server start (or crash), see pmhash_load().
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "storage/ipc.h"
+#include "storage/shmem.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/* control block in the main shared memory segment */
+typedef struct PmhashControl
+{
+	int			index_tranche;
+	int			seg_tranche;
+	int			dsa_tranche;
+	pg_atomic_uint64 next_generation;
+	size_t		dsa_size;
+	char	   *dsa_place;
+} PmhashControl;
+
+static PmhashControl *pmhash_ctl = NULL;
+static LWLock *pmhash_htab_lock = NULL;
+static HTAB *pmhash_htab = NULL;
+static dsa_area *pmhash_area = NULL;	/* this backend's attachment */
+
+/* what an index relation remembers in rd_amcache */
+typedef struct PmhashRelCache
+{
+	PmhashKey	key;
+	PmhashShared *shared;
+	PmhashLocal *local;
+} PmhashRelCache;
+static dsa_area *pmhash_pm_area = NULL; /* the postmaster's (creator's) */
+static HTAB *pmhash_local_htab = NULL;
+static pid_t pmhash_area_pid = 0;
+
+static shmem_request_hook_type prev_shmem_request_hook = NULL;
+static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
+
+/* size of the DSA area from the GUC */
+static size_t
+pmhash_dsa_size(void)
+{
+	return (size_t) pmhash_shared_memory_mb * 1024 * 1024;
+}
+
+/* total shared memory pmhash asks for at startup */
+static Size
+pmhash_shmem_size(void)
+{
+	Size		size;
+
+	size = MAXALIGN(sizeof(PmhashControl));
+	size = add_size(size, BUFFERALIGN(1));
+	size = add_size(size, pmhash_dsa_size());
+	size = add_size(size, hash_estimate_size(pmhash_max_indexes,
+											 sizeof(PmhashShared)));
+	return size;
+}
+
+/* shmem_request_hook: reserve our shared memory and the table lock */
+static void
+pmhash_shmem_request_hook(void)
+{
+	if (prev_shmem_request_hook)
+		prev_shmem_request_hook();
+	RequestAddinShmemSpace(pmhash_shmem_size());
+	RequestNamedLWLockTranche("pmhash", 1);
+}
+
+/*
+ * shmem_startup_hook: set up the control block, the DSA area and the
+ * hash table of index storages.  Runs in the postmaster at start and after
+ * every crash reinitialisation, so shared state always starts empty.
+ */
+static void
+pmhash_shmem_startup_hook(void)
+{
+	bool		found;
+	HASHCTL		info;
+	char	   *place;
+
+	if (prev_shmem_startup_hook)
+		prev_shmem_startup_hook();
+
+	LWLockAcquire(AddinShmemInitLock, LW_EXCLUSIVE);
+
+	pmhash_ctl = ShmemInitStruct("pmhash control",
+								 MAXALIGN(sizeof(PmhashControl)) +
+								 BUFFERALIGN(1) + pmhash_dsa_size(),
+								 &found);
+	place = (char *) BUFFERALIGN((char *) pmhash_ctl +
+								 MAXALIGN(sizeof(PmhashControl)));
+	if (!found)
+	{
+		pmhash_ctl->index_tranche = LWLockNewTrancheId();
+		pmhash_ctl->seg_tranche = LWLockNewTrancheId();
+		pmhash_ctl->dsa_tranche = LWLockNewTrancheId();
+		pg_atomic_init_u64(&pmhash_ctl->next_generation, 1);
+		pmhash_ctl->dsa_size = pmhash_dsa_size();
+		pmhash_ctl->dsa_place = place;
+		pmhash_pm_area = dsa_create_in_place(place, pmhash_ctl->dsa_size,
+											 pmhash_ctl->dsa_tranche, NULL);
+		dsa_set_size_limit(pmhash_pm_area, pmhash_ctl->dsa_size);
+	}
+	pmhash_htab_lock = &(GetNamedLWLockTranche("pmhash"))->lock;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(PmhashKey);
+	info.entrysize = sizeof(PmhashShared);
+	pmhash_htab = ShmemInitHash("pmhash indexes", pmhash_max_indexes,
+								pmhash_max_indexes, &info,
+								HASH_ELEM | HASH_BLOBS);
+
+	LWLockRelease(AddinShmemInitLock);
+
+	if (!IsUnderPostmaster)
+		pmhash_pool_dir_init();
+}
+
+/* install the shared memory hooks (from _PG_init) */
+void
+pmhash_shmem_request(void)
+{
+	prev_shmem_request_hook = shmem_request_hook;
+	shmem_request_hook = pmhash_shmem_request_hook;
+	prev_shmem_startup_hook = shmem_startup_hook;
+	shmem_startup_hook = pmhash_shmem_startup_hook;
+}
+
+/* attach this backend to the DSA area and name the lock tranches */
+static void
+pmhash_backend_init(void)
+{
+	HASHCTL		info;
+	MemoryContext oldcxt;
+
+	if (pmhash_area != NULL && pmhash_area_pid == MyProcPid)
+		return;
+
+	LWLockRegisterTranche(pmhash_ctl->index_tranche, "pmhash_index");
+	LWLockRegisterTranche(pmhash_ctl->seg_tranche, "pmhash_segment");
+	LWLockRegisterTranche(pmhash_ctl->dsa_tranche, "pmhash_dsa");
+
+	/* the area's backend-local bookkeeping must outlive this statement */
+	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+	pmhash_area = dsa_attach_in_place(pmhash_ctl->dsa_place, NULL);
+	MemoryContextSwitchTo(oldcxt);
+	dsa_pin_mapping(pmhash_area);
+	on_shmem_exit(dsa_on_shmem_exit_release_in_place,
+				  PointerGetDatum(pmhash_ctl->dsa_place));
+	pmhash_area_pid = MyProcPid;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(PmhashKey);
+	info.entrysize = sizeof(PmhashLocal);
+	info.hcxt = TopMemoryContext;
+	pmhash_local_htab = hash_create("pmhash local mappings", 64, &info,
+									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
+/* allocate zeroed DSA memory for an index, or fail with a clear ERROR */
+static dsa_pointer
+pmhash_dsa_alloc(PmhashShared *shared, size_t size)
+{
+	dsa_pointer dp;
+
+	dp = dsa_allocate_extended(pmhash_area, size,
+							   DSA_ALLOC_NO_OOM | DSA_ALLOC_ZERO | DSA_ALLOC_HUGE);
+	if (!DsaPointerIsValid(dp))
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("out of pmhash shared memory"),
+				 errdetail("Failed on request of size %zu for an index with %llu segments.",
+						   size, (unsigned long long) shared->nsegments),
+				 errhint("Increase pmhash.shared_memory and restart the server.")));
+	shared->shmem_bytes += size;
+	return dp;
+}
+
+/* free a DSA allocation of known size held by an index */
+static void
+pmhash_dsa_free(PmhashShared *shared, dsa_pointer dp, size_t size)
+{
+	if (DsaPointerIsValid(dp))
+	{
+		dsa_free(pmhash_area, dp);
+		shared->shmem_bytes -= size;
+	}
+}
+
+/* release everything an index holds in the DSA area */
+static void
+pmhash_free_shared(PmhashShared *shared)
+{
+	if (DsaPointerIsValid(shared->chunks))
+	{
+		dsa_pointer *chunks = dsa_get_address(pmhash_area, shared->chunks);
+		uint32		i;
+
+		for (i = 0; i < shared->nchunks; i++)
+			pmhash_dsa_free(shared, chunks[i],
+							sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
+		pmhash_dsa_free(shared, shared->chunks,
+						sizeof(dsa_pointer) * shared->chunkcap);
+	}
+	if (DsaPointerIsValid(shared->dir))
+		pmhash_dsa_free(shared, shared->dir,
+						sizeof(uint32) * ((size_t) 1 << shared->global_depth));
+	pmhash_dsa_free(shared, shared->freesegs,
+					sizeof(uint32) * shared->freecap);
+	shared->chunks = InvalidDsaPointer;
+	shared->dir = InvalidDsaPointer;
+	shared->freesegs = InvalidDsaPointer;
+	shared->nchunks = 0;
+	shared->chunkcap = 0;
+	shared->nfree = 0;
+	shared->freecap = 0;
+	shared->nsegments = 0;
+	shared->global_depth = 0;
+	shared->primaries = 0;
+	shared->overflows = 0;
+	pg_atomic_write_u64(&shared->entries, 0);
+	shared->state = PMHASH_STATE_EMPTY;
+}
+
+/* the shared slot (lock + metadata) of a segment */
+PmhashSegSlot *
+pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
+{
+	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
+	PmhashSegSlot *chunk;
+
+	Assert(segno < idx->shared->nsegments);
+	chunk = dsa_get_address(pmhash_area, chunks[segno / PMHASH_CHUNK_SEGS]);
+	return &chunk[segno % PMHASH_CHUNK_SEGS];
+}
+
+/* core callback: metadata of a segment */
+static PmhSegMeta *
+pmhash_cb_get_meta(void *arg, uint32 segno)
+{
+	return &pmhash_seg_slot((PmhashIndex *) arg, segno)->meta;
+}
+
+/* core callback: pop a free segment (never grows: see reserve) */
+static uint32
+pmhash_cb_alloc_segment(void *arg)
+{
+	PmhashShared *shared = ((PmhashIndex *) arg)->shared;
+	uint32	   *stack;
+
+	if (shared->nfree == 0)
+		return PMH_NO_SEGMENT;
+	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	return stack[--shared->nfree];
+}
+
+/*
+ * Make room for nsegments segments in the shared arrays: the chunk table,
+ * the chunks themselves, and the free stack.  New segments are pushed on
+ * the free stack.  Called with the index lock held exclusively.
+ */
+static void
+pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
+{
+	uint32		nchunks = (uint32) ((nsegments + PMHASH_CHUNK_SEGS - 1) /
+									PMHASH_CHUNK_SEGS);
+	uint64		old = shared->nsegments;
+	dsa_pointer *chunks;
+	uint32	   *stack;
+	uint64		i;
+
+	if (nchunks > shared->chunkcap)
+	{
+		uint32		cap = Max(nchunks, shared->chunkcap * 2);
+		dsa_pointer newchunks = pmhash_dsa_alloc(shared,
+												 sizeof(dsa_pointer) * cap);
+		dsa_pointer *nc = dsa_get_address(pmhash_area, newchunks);
+
+		for (i = 0; i < cap; i++)
+			nc[i] = InvalidDsaPointer;
+		if (DsaPointerIsValid(shared->chunks))
+		{
+			memcpy(nc, dsa_get_address(pmhash_area, shared->chunks),
+				   sizeof(dsa_pointer) * shared->nchunks);
+			pmhash_dsa_free(shared, shared->chunks,
+							sizeof(dsa_pointer) * shared->chunkcap);
+		}
+		shared->chunks = newchunks;
+		shared->chunkcap = cap;
+	}
+	chunks = dsa_get_address(pmhash_area, shared->chunks);
+	while (shared->nchunks < nchunks)
+	{
+		PmhashSegSlot *slots;
+		int			j;
+
+		chunks[shared->nchunks] =
+			pmhash_dsa_alloc(shared, sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
+		slots = dsa_get_address(pmhash_area, chunks[shared->nchunks]);
+		shared->nchunks++;
+		for (j = 0; j < PMHASH_CHUNK_SEGS; j++)
+		{
+			LWLockInitialize(&slots[j].lock, pmhash_ctl->seg_tranche);
+			pmh_meta_reset(&slots[j].meta, 0);
+		}
+	}
+
+	if (nsegments - old + shared->nfree > shared->freecap)
+	{
+		uint32		cap = (uint32) Max(nsegments, 16);
+		dsa_pointer newstack = pmhash_dsa_alloc(shared, sizeof(uint32) * cap);
+
+		if (DsaPointerIsValid(shared->freesegs))
+		{
+			memcpy(dsa_get_address(pmhash_area, newstack),
+				   dsa_get_address(pmhash_area, shared->freesegs),
+				   sizeof(uint32) * shared->nfree);
+			pmhash_dsa_free(shared, shared->freesegs,
+							sizeof(uint32) * shared->freecap);
+		}
+		shared->freesegs = newstack;
+		shared->freecap = cap;
+	}
+
+	/* push new segments so that the lowest numbers are handed out first */
+	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	for (i = nsegments; i > old; i--)
+		stack[shared->nfree++] = (uint32) (i - 1);
+	shared->nsegments = nsegments;
+}
+
+/* make sure the local mapping is of the current pool and long enough */
+static void
+pmhash_check_local(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashLocal *local = idx->local;
+	size_t		need = pmh_pool_bytes(shared->nsegments);
+
+	if (local->generation != shared->generation)
+	{
+		pmhash_pool_close(local);
+		pmhash_pool_open(idx->rel, &shared->key, shared->pool_id, local, NULL);
+		local->generation = shared->generation;
+	}
+	if (local->pool.mapped_len < need)
+		pmhash_pool_remap(idx->rel, local, need);
+}
+
+/* find this backend's mapping entry for a key, creating an empty one */
+static PmhashLocal *
+pmhash_local_entry(const PmhashKey *key)
+{
+	bool		found;
+	PmhashLocal *local;
+
+	local = hash_search(pmhash_local_htab, key, HASH_ENTER, &found);
+	if (!found)
+	{
+		local->generation = 0;
+		local->fd = -1;
+		memset(&local->pool, 0, sizeof(local->pool));
+	}
+	return local;
+}
+
+/* find (or create) the shared entry of an index storage */
+static PmhashShared *
+pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
+{
+	PmhashShared *shared;
+	bool		found;
+
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
+	LWLockRelease(pmhash_htab_lock);
+	if (shared)
+		return shared;
+
+	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	shared = hash_search(pmhash_htab, key, HASH_ENTER_NULL, &found);
+	if (shared == NULL)
+	{
+		LWLockRelease(pmhash_htab_lock);
+		ereport(ERROR,
+				(errcode(ERRCODE_OUT_OF_MEMORY),
+				 errmsg("too many pmhash indexes in use"),
+				 errdetail("pmhash keeps shared state for at most %d index storages.",
+						   pmhash_max_indexes),
+				 errhint("Increase pmhash.max_indexes and restart the server.")));
+	}
+	if (!found)
+	{
+		LWLockInitialize(&shared->lock, pmhash_ctl->index_tranche);
+		shared->state = PMHASH_STATE_EMPTY;
+		shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+		shared->indexoid = indexoid;
+		shared->pool_id = 0;
+		shared->nsegments = 0;
+		shared->global_depth = 0;
+		shared->dir = InvalidDsaPointer;
+		shared->chunks = InvalidDsaPointer;
+		shared->nchunks = 0;
+		shared->chunkcap = 0;
+		shared->freesegs = InvalidDsaPointer;
+		shared->nfree = 0;
+		shared->freecap = 0;
+		shared->primaries = 0;
+		shared->overflows = 0;
+		shared->shmem_bytes = 0;
+		pg_atomic_init_u64(&shared->entries, 0);
+	}
+	LWLockRelease(pmhash_htab_lock);
+	return shared;
+}
+
+/*
+ * Build the shared state of an index from its pool: validate the file,
+ * undo half-done splits, and load directory, fingerprints and occupancy.
+ * An unlogged index whose main fork was reset from its init fork by crash
+ * recovery gets an empty pool.  Called with the index lock exclusive.
+ */
+static void
+pmhash_load(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashLocal *local = idx->local;
+	Relation	rel = idx->rel;
+	PmhashMetaPageData meta;
+	PmhPoolHeader hdr;
+	PmhRecoveryResult res;
+	PmhSegRole *roles;
+	uint32	   *owner;
+	uint64	   *scratch;
+	uint64		nseg;
+	uint64		entries = 0;
+	uint32	   *dir;
+	uint64		i;
+
+	pmhash_free_shared(shared);
+	pmhash_pool_close(local);
+
+	if (!pmhash_read_metapage(rel, &meta))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pmhash index \"%s\" has not been built",
+						RelationGetRelationName(rel)),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(rel))));
+
+	if (meta.flags & PMHASH_META_INIT)
+	{
+		/* unlogged index after a crash: start over, empty */
+		uint64		pool_id = meta.pool_id;
+
+		if (pool_id == 0)
+			pool_id = pmhash_new_pool_id();
+		pmhash_pool_create(rel, pool_id, local);
+		pmhash_write_metapage(rel, MAIN_FORKNUM, pool_id, 0);
+		meta.pool_id = pool_id;
+		hdr.pool_id = pool_id;
+	}
+	else
+		pmhash_pool_open(rel, &shared->key, meta.pool_id, local, &hdr);
+
+	shared->pool_id = meta.pool_id;
+	shared->indexoid = RelationGetRelid(rel);
+	local->generation = shared->generation;
+
+	nseg = pmh_pool_nsegments(&local->pool);
+	roles = palloc(sizeof(PmhSegRole) * nseg);
+	owner = palloc(sizeof(uint32) * nseg);
+	scratch = palloc(sizeof(uint64) * 2 * nseg);
+	if (pmh_recover(&local->pool, roles, owner, scratch, &res) != 0)
+	{
+		if (res.error[0] == '\0')
+			pmhash_report_io_error(rel, "repair");
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pool of pmhash index \"%s\" is corrupt", RelationGetRelationName(rel)),
+				 errdetail("%s.", res.error),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(rel))));
+	}
+	if (res.orphans_cleared > 0)
+		ereport(LOG,
+				(errmsg("pmhash index \"%s\": discarded %llu segments of interrupted splits",
+						RelationGetRelationName(rel),
+						(unsigned long long) res.orphans_cleared)));
+
+	/* shared arrays, then the metadata of every segment in use */
+	pmhash_extend_shared(shared, nseg);
+	shared->nfree = 0;
+	for (i = nseg; i > 0; i--)
+	{
+		uint64		s = i - 1;
+
+		if (roles[s] == PMH_SEG_FREE)
+		{
+			uint32	   *stack = dsa_get_address(pmhash_area, shared->freesegs);
+
+			stack[shared->nfree++] = (uint32) s;
+		}
+	}
+	for (i = 0; i < nseg; i++)
+	{
+		PmhSegMeta *m = &pmhash_seg_slot(idx, (uint32) i)->meta;
+
+		if (roles[i] == PMH_SEG_PRIMARY)
+			pmh_meta_load(&local->pool, (uint32) i,
+						  pmh_seg_header(&local->pool, (uint32) i)->word, m);
+		else if (roles[i] == PMH_SEG_OVERFLOW)
+			pmh_meta_load(&local->pool, (uint32) i,
+						  pmh_seg_header(&local->pool, owner[i])->word, m);
+		else
+			pmh_meta_reset(m, 0);
+		entries += m->nlive;
+	}
+
+	shared->dir = pmhash_dsa_alloc(shared,
+								   sizeof(uint32) * ((size_t) 1 << res.global_depth));
+	shared->global_depth = res.global_depth;
+	dir = dsa_get_address(pmhash_area, shared->dir);
+	for (i = 0; i < nseg; i++)
+		if (roles[i] == PMH_SEG_PRIMARY)
+			pmh_dir_assign(dir, res.global_depth,
+						   pmh_seg_header(&local->pool, (uint32) i)->word,
+						   (uint32) i);
+
+	shared->primaries = res.primaries;
+	shared->overflows = res.overflows;
+	pg_atomic_write_u64(&shared->entries, entries);
+	shared->state = PMHASH_STATE_READY;
+
+	pfree(roles);
+	pfree(owner);
+	pfree(scratch);
+}
+
+/* fill in the parts of an attached-index handle */
+static void
+pmhash_init_handle(Relation index, PmhashShared *shared, PmhashLocal *local,
+				   LWLockMode mode, PmhashIndex *idx)
+{
+	idx->rel = index;
+	idx->shared = shared;
+	idx->local = local;
+	idx->mode = mode;
+	idx->cb.get_meta = pmhash_cb_get_meta;
+	idx->cb.alloc_segment = pmhash_cb_alloc_segment;
+	idx->cb.arg = idx;
+}
+
+/*
+ * Attach to an index: find its shared state (loading it from the pool if
+ * needed), map its pool in this backend, and return with the index lock
+ * held in "mode".  Release with pmhash_detach().
+ */
+void
+pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
+{
+	PmhashKey	key;
+	PmhashShared *shared;
+	PmhashLocal *local;
+
+	PmhashRelCache *cache = (PmhashRelCache *) index->rd_amcache;
+
+	pmhash_key_for_rel(index, &key);
+	if (cache != NULL && pmhash_area_pid == MyProcPid &&
+		memcmp(&cache->key, &key, sizeof(key)) == 0)
+	{
+		/*
+		 * Fast path for repeated probes: the shared entry of a storage we
+		 * hold a lock on cannot go away under us.
+		 */
+		shared = cache->shared;
+		local = cache->local;
+	}
+	else
+	{
+		pmhash_require_preload();
+		if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("pmhash indexes on temporary tables are not supported")));
+		pmhash_backend_init();
+		pmhash_adopt_pool(index, &key);
+		shared = pmhash_shared_entry(&key, RelationGetRelid(index));
+		local = pmhash_local_entry(&key);
+		if (cache == NULL)
+			cache = MemoryContextAlloc(index->rd_indexcxt, sizeof(PmhashRelCache));
+		cache->key = key;
+		cache->shared = shared;
+		cache->local = local;
+		index->rd_amcache = cache;
+	}
+	pmhash_init_handle(index, shared, local, mode, idx);
+
+	LWLockAcquire(&shared->lock, mode);
+	if (shared->state != PMHASH_STATE_READY)
+	{
+		if (mode != LW_EXCLUSIVE)
+		{
+			LWLockRelease(&shared->lock);
+			LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+		}
+		if (shared->state != PMHASH_STATE_READY)
+			pmhash_load(idx);
+		if (mode != LW_EXCLUSIVE)
+		{
+			LWLockRelease(&shared->lock);
+			LWLockAcquire(&shared->lock, mode);
+		}
+	}
+	pmhash_check_local(idx);
+}
+
+/*
+ * Set up fresh shared state for a pool that was just created for index
+ * (ambuild), replacing whatever the same storage had.  Returns with the
+ * index lock exclusive.
+ */
+void
+pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
+{
+	PmhashKey	key;
+	PmhashShared *shared;
+	PmhashLocal *local;
+	uint32	   *dir;
+
+	pmhash_require_preload();
+	if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pmhash indexes on temporary tables are not supported"),
+				 errhint("Use a btree or hash index on temporary tables.")));
+	pmhash_backend_init();
+	pmhash_key_for_rel(index, &key);
+	shared = pmhash_shared_entry(&key, RelationGetRelid(index));
+	local = pmhash_local_entry(&key);
+	pmhash_init_handle(index, shared, local, LW_EXCLUSIVE, idx);
+
+	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	pmhash_free_shared(shared);
+	pmhash_pool_close(local);
+	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	shared->indexoid = RelationGetRelid(index);
+	shared->pool_id = pool_id;
+
+	pmhash_pool_create(index, pool_id, local);
+	local->generation = shared->generation;
+
+	pmhash_extend_shared(shared, 1);
+	(void) pmhash_cb_alloc_segment(idx);	/* segment 0 is the root */
+	pmh_meta_reset(&pmhash_seg_slot(idx, 0)->meta, pmh_segword_make(0, 0));
+	shared->dir = pmhash_dsa_alloc(shared, sizeof(uint32));
+	dir = dsa_get_address(pmhash_area, shared->dir);
+	dir[0] = 0;
+	shared->global_depth = 0;
+	shared->primaries = 1;
+	shared->overflows = 0;
+	pg_atomic_write_u64(&shared->entries, 0);
+	shared->state = PMHASH_STATE_READY;
+}
+
+/* release the index lock taken by pmhash_attach */
+void
+pmhash_detach(PmhashIndex *idx)
+{
+	LWLockRelease(&idx->shared->lock);
+}
+
+/*
+ * Trade the index lock for one of another mode.  Everything read under the
+ * old lock must be looked up again afterwards.
+ */
+void
+pmhash_relock(PmhashIndex *idx, LWLockMode mode)
+{
+	LWLockRelease(&idx->shared->lock);
+	LWLockAcquire(&idx->shared->lock, mode);
+	idx->mode = mode;
+	if (idx->shared->state != PMHASH_STATE_READY)
+	{
+		if (mode != LW_EXCLUSIVE)
+		{
+			LWLockRelease(&idx->shared->lock);
+			LWLockAcquire(&idx->shared->lock, LW_EXCLUSIVE);
+		}
+		if (idx->shared->state != PMHASH_STATE_READY)
+			pmhash_load(idx);
+		if (mode != LW_EXCLUSIVE)
+		{
+			LWLockRelease(&idx->shared->lock);
+			LWLockAcquire(&idx->shared->lock, mode);
+		}
+	}
+	pmhash_check_local(idx);
+}
+
+/* the primary segment that holds a hash (index lock held) */
+uint32
+pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
+{
+	uint32	   *dir = dsa_get_address(pmhash_area, idx->shared->dir);
+
+	return dir[pmh_dir_index(hash, idx->shared->global_depth)];
+}
+
+/*
+ * Prepare, under the exclusive index lock, for an operation that takes up
+ * to nsegs free segments: grow the pool file and the shared arrays first,
+ * so that the operation itself cannot fail for lack of space.
+ */
+void
+pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
+{
+	PmhashShared *shared = idx->shared;
+	uint64		grow;
+
+	Assert(idx->mode == LW_EXCLUSIVE);
+	if (shared->nfree >= (uint32) nsegs)
+		return;
+
+	grow = Max((uint64) nsegs + 15, shared->nsegments / 2);
+	grow = Min(grow, Max((uint64) nsegs, 65536));
+	pmhash_pool_grow(idx->rel, idx->local, shared->nsegments + grow);
+	pmhash_extend_shared(shared, shared->nsegments + grow);
+}
+
+/*
+ * Double the directory ahead of a split of a segment at the global depth,
+ * so that nothing after the split's publish can fail.
+ */
+static void
+pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
+{
+	PmhashShared *shared = idx->shared;
+	int			depth = pmh_segword_depth(pmhash_seg_slot(idx, segno)->meta.word);
+	dsa_pointer newdir;
+
+	if (depth < shared->global_depth)
+		return;
+	if (shared->global_depth >= PMH_MAX_DEPTH)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("pmhash index \"%s\" cannot grow its directory further",
+						RelationGetRelationName(idx->rel))));
+	newdir = pmhash_dsa_alloc(shared,
+							  sizeof(uint32) * ((size_t) 2 << shared->global_depth));
+	pmh_dir_double(dsa_get_address(pmhash_area, shared->dir),
+				   shared->global_depth,
+				   dsa_get_address(pmhash_area, newdir));
+	pmhash_dsa_free(shared, shared->dir,
+					sizeof(uint32) * ((size_t) 1 << shared->global_depth));
+	shared->dir = newdir;
+	shared->global_depth++;
+}
+
+/*
+ * Split primary segment segno: reserve space, then run the core's
+ * failure-atomic split in a critical section, then point the directory at
+ * both halves.  Index lock exclusive.
+ */
+void
+pmhash_split_segment(PmhashIndex *idx, uint32 segno)
+{
+	PmhashShared *shared = idx->shared;
+	uint32		newseg;
+	uint32	   *dir;
+	uint32		before;
+
+	pmhash_reserve_segments(idx, pmh_segments_needed_for_split(&idx->cb, segno));
+	pmhash_prepare_directory(idx, segno);
+
+	before = shared->nfree;
+	START_CRIT_SECTION();
+	if (pmh_split(&idx->local->pool, &idx->cb, segno, &newseg) != 0)
+		pmhash_report_io_error(idx->rel, "split segment in");
+	dir = dsa_get_address(pmhash_area, shared->dir);
+	pmh_dir_assign(dir, shared->global_depth,
+				   pmhash_seg_slot(idx, segno)->meta.word, segno);
+	pmh_dir_assign(dir, shared->global_depth,
+				   pmhash_seg_slot(idx, newseg)->meta.word, newseg);
+	shared->primaries++;
+	shared->overflows += before - shared->nfree - 1;
+	END_CRIT_SECTION();
+}
+
+/*
+ * Drop the shared state of an index storage whose pool is going away
+ * (its storage was dropped, or its creation rolled back).
+ */
+void
+pmhash_forget(const PmhashKey *key)
+{
+	PmhashShared *shared;
+
+	if (pmhash_ctl == NULL)
+		return;
+	pmhash_backend_init();
+	pmhash_local_forget(key);
+
+	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
+	if (shared)
+	{
+		pmhash_free_shared(shared);
+		hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
+	}
+	LWLockRelease(pmhash_htab_lock);
+}
+
+/* drop the shared state of every index storage of a database */
+void
+pmhash_forget_database(Oid dbid)
+{
+	HASH_SEQ_STATUS status;
+	PmhashShared *shared;
+
+	if (pmhash_ctl == NULL)
+		return;
+	pmhash_backend_init();
+	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	hash_seq_init(&status, pmhash_htab);
+	while ((shared = hash_seq_search(&status)) != NULL)
+	{
+		if (shared->key.dbid == dbid)
+		{
+			pmhash_free_shared(shared);
+			hash_search(pmhash_htab, &shared->key, HASH_REMOVE, NULL);
+		}
+	}
+	LWLockRelease(pmhash_htab_lock);
+}
+
+/* close this backend's mapping of a pool */
+void
+pmhash_local_forget(const PmhashKey *key)
+{
+	PmhashLocal *local;
+
+	if (pmhash_local_htab == NULL)
+		return;
+	local = hash_search(pmhash_local_htab, key, HASH_FIND, NULL);
+	if (local)
+	{
+		/*
+		 * Keep the (closed) entry: a relcache entry may still point at it;
+		 * its generation no longer matches any shared entry.
+		 */
+		pmhash_pool_close(local);
+		local->generation = 0;
+	}
+}
+
+/*
+ * Give primary segment segno one more (empty) overflow segment.  Index
+ * lock exclusive.
+ */
+void
+pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno)
+{
+	uint32		newseg;
+
+	pmhash_reserve_segments(idx, 1);
+	newseg = pmhash_cb_alloc_segment(idx);
+	START_CRIT_SECTION();
+	if (pmh_add_overflow(&idx->local->pool, &idx->cb, segno, newseg) != 0)
+		pmhash_report_io_error(idx->rel, "extend overflow chain in");
+	idx->shared->overflows++;
+	END_CRIT_SECTION();
+}
+
+/* a random, non-zero pool id */
+uint64
+pmhash_new_pool_id(void)
+{
+	uint64		id = 0;
+
+	if (!pg_strong_random(&id, sizeof(id)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random pool id")));
+	return id == 0 ? 1 : id;
+}

@@ -1,0 +1,157 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashvacuum.c
+ *	  VACUUM support: removing the entries of dead heap tuples.
+ *
+ * The pass walks the hash space in order, one primary segment (with its
+ * overflow chain) at a time, under the index lock shared and the segment
+ * lock exclusive.  Walking by hash range rather than by segment number
+ * keeps the pass complete while concurrent inserts split segments: a range
+ * already visited only ever splits into clean halves.  A dead entry is
+ * removed by clearing its tag word (one failure-atomic 8-byte store); the
+ * touched lines of a bucket are persisted once.  The freed slots are reused
+ * by later inserts.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "commands/vacuum.h"
+#include "miscadmin.h"
+#include "port/pg_bitutils.h"
+#include "storage/bufmgr.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/* remove dead entries from one segment; returns entries removed */
+static uint64
+pmhash_vacuum_segment(PmhashIndex *idx, uint32 segno, uint64 owner_word,
+					  IndexBulkDeleteCallback callback, void *callback_state,
+					  uint64 *remaining)
+{
+	PmhPool    *pool = &idx->local->pool;
+	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhEntry   *e = pmh_seg_entries(pool, segno);
+	uint64		removed = 0;
+	int			b;
+
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		occ = meta->occ[b];
+		uint16		dead = 0;
+
+		while (occ)
+		{
+			int			s = pg_rightmost_one_pos32(occ);
+			PmhEntry   *ent = &e[b * PMH_BUCKET_SLOTS + s];
+			ItemPointerData tid;
+
+			occ &= occ - 1;
+			Assert(pmh_entry_is_live(ent, owner_word));
+			ItemPointerSet(&tid, pmh_tag_block(ent->tag),
+						   pmh_tag_offset(ent->tag));
+			if (callback(&tid, callback_state))
+				dead |= (uint16) (1 << s);
+			else
+				(*remaining)++;
+		}
+		if (dead)
+		{
+			if (pmh_delete_slots(pool, meta, segno, b, dead) != 0)
+				pmhash_report_io_error(idx->rel, "persist deletion in");
+			removed += pg_popcount32(dead);
+		}
+	}
+	return removed;
+}
+
+/*
+ * ambulkdelete: remove the entries whose TIDs the callback reports dead,
+ * and count the rest.
+ */
+IndexBulkDeleteResult *
+pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
+				 IndexBulkDeleteCallback callback, void *callback_state)
+{
+	Relation	index = info->index;
+	uint64		pos = 0;
+	uint64		removed = 0;
+	uint64		remaining = 0;
+	uint64		segments = 0;
+
+	if (stats == NULL)
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+
+	for (;;)
+	{
+		PmhashIndex idx;
+		uint32		segno;
+		uint32		seg;
+		PmhashSegSlot *slot;
+		uint64		word;
+		int			depth;
+		uint64		span;
+		uint64		got;
+
+		vacuum_delay_point();
+
+		pmhash_attach(index, LW_SHARED, &idx);
+		segno = pmhash_lookup_segment(&idx, pos);
+		slot = pmhash_seg_slot(&idx, segno);
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		word = slot->meta.word;
+		got = pmhash_vacuum_segment(&idx, segno, word, callback,
+									callback_state, &remaining);
+		for (seg = slot->meta.ovf_next; seg != PMH_NO_SEGMENT;
+			 seg = pmhash_seg_slot(&idx, seg)->meta.ovf_next)
+			got += pmhash_vacuum_segment(&idx, seg, word, callback,
+										 callback_state, &remaining);
+		LWLockRelease(&slot->lock);
+		if (got > 0)
+			pg_atomic_fetch_sub_u64(&idx.shared->entries, got);
+		pmhash_detach(&idx);
+		removed += got;
+		segments++;
+
+		/* next range: just past this segment's prefix */
+		depth = pmh_segword_depth(word);
+		if (depth == 0)
+			break;
+		span = UINT64CONST(1) << (64 - depth);
+		pos = (pmh_segword_prefix(word) << (64 - depth)) + span;
+		if (pos == 0)
+			break;				/* wrapped: the last range is done */
+	}
+
+	stats->tuples_removed += (double) removed;
+	stats->num_index_tuples = (double) remaining;
+	stats->num_pages = RelationGetNumberOfBlocks(index);
+	stats->estimated_count = false;
+	return stats;
+}
+
+/*
+ * amvacuumcleanup: report the number of entries when no bulk delete ran
+ * (the counter in shared memory is exact).
+ */
+IndexBulkDeleteResult *
+pmhashvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
+{
+	PmhashIndex idx;
+
+	if (info->analyze_only)
+		return stats;
+
+	if (stats == NULL)
+	{
+		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+		pmhash_attach(info->index, LW_SHARED, &idx);
+		stats->num_index_tuples = (double) pg_atomic_read_u64(&idx.shared->entries);
+		pmhash_detach(&idx);
+		stats->num_pages = RelationGetNumberOfBlocks(info->index);
+		stats->estimated_count = false;
+	}
+	return stats;
+}

@@ -1,0 +1,129 @@
+
+# Copyright (c) pmhash authors
+#
+# Restarts and crashes: clean restart, immediate stop (crash), a backend
+# killed with SIGKILL (shared memory reinitialised), a prepared transaction
+# carried across a crash, and unlogged indexes that come back empty.  After
+# each event every key's rows found through the index equal those found by
+# a sequential scan, and pmhash_check() finds nothing.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('crash');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'pmhash'
+max_prepared_transactions = 5
+restart_after_crash = on
+});
+$node->start;
+
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION pmhash;
+	CREATE TABLE t (id serial PRIMARY KEY, k int8);
+	INSERT INTO t (k) SELECT g % 3000 FROM generate_series(1, 40000) g;
+	INSERT INTO t (k) SELECT 7 FROM generate_series(1, 3000);
+	CREATE INDEX t_k ON t USING pmhash (k);
+	CREATE UNLOGGED TABLE u (k int4);
+	INSERT INTO u SELECT generate_series(1, 5000);
+	CREATE INDEX u_k ON u USING pmhash (k);
+});
+
+# every key: index nested loop vs. sequential scan, as (key, count, sum of
+# ids) so that a duplicate or a missing row changes the answer
+sub compare_all
+{
+	my ($label) = @_;
+	my $q = q{SELECT k, count(*), sum(id) FROM t WHERE k = ANY (SELECT generate_series(-5, 3005)) GROUP BY k ORDER BY k};
+	my $via_index = $node->safe_psql('postgres', qq{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SET enable_hashjoin = off; SET enable_mergejoin = off;
+		SELECT k, count(*), sum(id) FROM generate_series(-5, 3005) p JOIN t ON t.k = p
+		GROUP BY k ORDER BY k});
+	my $plan = $node->safe_psql('postgres', qq{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SET enable_hashjoin = off; SET enable_mergejoin = off;
+		EXPLAIN (COSTS OFF) SELECT count(*) FROM generate_series(-5, 3005) p JOIN t ON t.k = p});
+	like($plan, qr/Index Scan using t_k/, "$label: plan probes the pmhash index");
+	my $via_seq = $node->safe_psql('postgres', qq{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		$q});
+	is($via_index, $via_seq, "$label: index answers equal seqscan answers");
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
+		'0', "$label: pmhash_check finds nothing");
+	return;
+}
+
+compare_all('after build');
+
+$node->restart;
+compare_all('after clean restart');
+
+# insert more (splits happen), crash, compare
+$node->safe_psql('postgres',
+	q{INSERT INTO t (k) SELECT g % 3000 FROM generate_series(1, 20000) g});
+$node->stop('immediate');
+$node->start;
+compare_all('after immediate stop');
+
+# the unlogged index is empty after the crash, and usable
+is($node->safe_psql('postgres', q{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM u WHERE k = 10}), '0',
+	'unlogged table and its pmhash index are empty after a crash');
+$node->safe_psql('postgres', q{INSERT INTO u VALUES (10), (10)});
+is($node->safe_psql('postgres', q{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM u WHERE k = 10}), '2',
+	'unlogged pmhash index takes new entries after a crash');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('u_k')}),
+	'0', 'unlogged index consistent after a crash');
+
+# a prepared transaction's inserts survive a crash and commit afterwards
+$node->safe_psql('postgres', q{
+	BEGIN; INSERT INTO t (k) VALUES (-1), (-1), (-2); PREPARE TRANSACTION 'p1';});
+$node->stop('immediate');
+$node->start;
+is($node->safe_psql('postgres', q{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM t WHERE k = -1}), '0',
+	'prepared rows are invisible before COMMIT PREPARED');
+$node->safe_psql('postgres', q{COMMIT PREPARED 'p1'});
+is($node->safe_psql('postgres', q{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM t WHERE k = -1}), '2',
+	'prepared rows are found through the index after COMMIT PREPARED');
+compare_all('after a prepared transaction across a crash');
+
+# a backend killed with SIGKILL: the postmaster reinitialises shared
+# memory; pmhash rebuilds its state from the pool
+my ($stdout, $stderr);
+my $bg = $node->background_psql('postgres', on_error_stop => 0);
+my $pid = $bg->query_safe('SELECT pg_backend_pid()');
+$node->safe_psql('postgres',
+	q{INSERT INTO t (k) SELECT g % 3000 FROM generate_series(1, 5000) g});
+kill 'KILL', $pid;
+$bg->quit;
+$node->poll_query_until('postgres', 'SELECT 1', '1');
+compare_all('after a backend was killed');
+
+# uncommitted inserts that reached the pool before a crash are harmless:
+# their rows are dead, and VACUUM removes their entries
+$bg = $node->background_psql('postgres', on_error_stop => 0);
+$bg->query_safe(q{BEGIN; INSERT INTO t (k) SELECT 11 FROM generate_series(1, 500)});
+$node->stop('immediate');
+$bg->quit;
+$node->start;
+compare_all('after a crash with uncommitted inserts');
+$node->safe_psql('postgres', 'VACUUM t');
+is($node->safe_psql('postgres',
+	q{SELECT entries = (SELECT count(*) FROM t WHERE k IS NOT NULL) FROM pmhash_stats('t_k')}),
+	't', 'VACUUM removed the entries of the rolled-back rows');
+
+$node->stop;
+done_testing();

@@ -1,0 +1,3279 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_core.c
+ *	  Unit tests of the server-independent core of pmhash (src/pmh_core.c):
+ *	  pool header, segment words, tags, the directory helpers, persistence
+ *	  accounting, insert and lookup with splits and overflow chains,
+ *	  duplicates, delete, and recovery after a clean shutdown, after
+ *	  simulated crashes and after corruption.
+ *
+ * Pools are real files in a temporary directory (mkdtemp under $TMPDIR or
+ * /tmp) mapped with libpmem's pmem_map_file, grown with ftruncate + remap
+ * before an operation that may need more segments.  The volatile metadata
+ * (one PmhSegMeta per segment, the directory with its global depth, the
+ * free-segment list) is kept here the way the server keeps it in shared
+ * memory, and every phase is checked against a reference model: the
+ * multiset of (hash, TID) pairs that were inserted and not deleted.
+ *
+ * Crash images are made by copying the pool file's bytes into a new pool
+ * file and undoing, in the copy, the one persistent store that had not
+ * happened yet at the simulated crash (the publish word of a split, the
+ * link word of a new overflow segment, the tag word of an entry).
+ *
+ * The suite runs twice:
+ *	- "flush" pass, in this process, with PMEM_IS_PMEM_FORCE=1: pmem_map_file
+ *	  reports is_pmem = 1 and pmh_persist flushes CPU cache lines; full size
+ *	  (200k entries);
+ *	- "msync" pass, in a re-executed child running concurrently, with
+ *	  PMEM_IS_PMEM_FORCE=0: is_pmem = 0 and pmh_persist calls pmem_msync;
+ *	  reduced size, since one msync costs ~0.3 ms on a disk file system.
+ * libpmem reads PMEM_IS_PMEM_FORCE once, at its first is_pmem query, so the
+ * two modes need two processes.  "--pass=flush" or "--pass=msync" runs one
+ * pass only.
+ *
+ * Output: "ok N - name" / "not ok N - name" per test (diagnostics on lines
+ * starting with '#'), then a last line "N passed, N failed".  The exit
+ * status is 0 iff no test failed.  PMH_TEST_SEED overrides the random seed.
+ *
+ *-------------------------------------------------------------------------
+ */
+/* REG_EFL and friends of <ucontext.h>, for the store tracer */
+#define _GNU_SOURCE 1
+
+#include "pmh_core.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <time.h>
+#include <ucontext.h>
+#include <unistd.h>
+
+#include <libpmem.h>
+
+/* segment word bits, as documented in pmh_core.h */
+#define T_WORD_VALID		(UINT64CONST(1) << 63)
+#define T_WORD_OVERFLOW		(UINT64CONST(1) << 62)
+
+/* at most this many failure messages are printed per test */
+#define MAX_DIAGS			12
+
+/* ---------------------------------------------------------------------
+ * The harness
+ * ---------------------------------------------------------------------
+ */
+
+/* sizes of one pass of the suite */
+typedef struct Scale
+{
+	const char *pass;			/* "flush" or "msync" */
+	int			expect_pmem;	/* is_pmem pmem_map_file should report */
+	int			n_random;		/* entries of the main workload */
+	int			n_small;		/* entries of the crash-test workloads */
+	int			n_dups;			/* TIDs under one hash */
+	int			n_others;		/* other entries of the duplicates test */
+	int			n_absent;		/* absent hashes probed per verification */
+	int			n_after;		/* inserts after a simulated crash */
+	bool		bulk_setup;		/* build test set-ups with no_persist */
+} Scale;
+
+static const Scale scale_flush = {"flush", 1, 200000, 20000, 5000, 50000, 50000,
+500, false};
+static const Scale scale_msync = {"msync", 0, 3000, 1500, 1200, 1000, 3000,
+100, true};
+static const Scale *S;
+
+typedef struct TestDef
+{
+	const char *name;
+	void		(*fn) (void);
+} TestDef;
+
+static int	test_failures;		/* failed checks in the running test */
+static int	ntests;
+static int	npassed;
+static int	nfailed;
+static uint64 g_seed = UINT64CONST(0x706d686173683135);
+static uint64 g_rng;			/* per-test random state */
+static char g_tmpdir[MAXPGPATH];
+static int	g_poolno;
+
+static bool check_at(bool ok, const char *file, int line, const char *fmt,...)
+			pg_attribute_printf(4, 5);
+
+#define CHECK(cond) check_at((cond), __FILE__, __LINE__, "%s", #cond)
+#define CHECKF(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
+
+/* record one check; print its message if it failed */
+static bool
+check_at(bool ok, const char *file, int line, const char *fmt,...)
+{
+	va_list		ap;
+
+	if (ok)
+		return true;
+	if (test_failures++ < MAX_DIAGS)
+	{
+		printf("#   %s:%d: ", file, line);
+		va_start(ap, fmt);
+		vprintf(fmt, ap);
+		va_end(ap);
+		printf("\n");
+	}
+	else if (test_failures == MAX_DIAGS + 1)
+		printf("#   (further failures not shown)\n");
+	return false;
+}
+
+/* seconds on the monotonic clock */
+static double
+now_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* splitmix64 */
+static uint64
+rng_next(uint64 *state)
+{
+	uint64		z = (*state += UINT64CONST(0x9E3779B97F4A7C15));
+
+	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+/* a random hash from the per-test generator */
+static uint64
+rnd(void)
+{
+	return rng_next(&g_rng);
+}
+
+/* a random TID: any block, offset 1..65535 */
+static void
+rnd_tid(uint32 *block, uint16 *offset)
+{
+	uint64		r = rnd();
+
+	*block = (uint32) r;
+	*offset = (uint16) (1 + (r >> 32) % 65535);
+}
+
+/* run one test and print its TAP line */
+static void
+run_test(const TestDef *t, int index)
+{
+	double		t0 = now_seconds();
+
+	test_failures = 0;
+	g_rng = g_seed ^ ((uint64) index * UINT64CONST(0x100000001B3));
+	t->fn();
+	ntests++;
+	if (test_failures == 0)
+	{
+		npassed++;
+		printf("ok %d - %s [%s]\n", ntests, t->name, S->pass);
+	}
+	else
+	{
+		nfailed++;
+		printf("#   %d failed check(s)\n", test_failures);
+		printf("not ok %d - %s [%s]\n", ntests, t->name, S->pass);
+	}
+	printf("#   %s: %.2f s\n", t->name, now_seconds() - t0);
+	fflush(stdout);
+}
+
+/* ---------------------------------------------------------------------
+ * Test pools: a pool file, its mapping and the volatile metadata
+ * ---------------------------------------------------------------------
+ */
+
+typedef enum TRole
+{
+	T_FREE = 0,
+	T_PRIMARY,
+	T_OVERFLOW
+} TRole;
+
+typedef struct TPool
+{
+	char		path[MAXPGPATH];
+	PmhPool		pool;
+	uint64		nseg;			/* segments in the file and the mapping */
+	PmhSegMeta *meta;			/* nseg entries */
+	uint8	   *role;			/* nseg entries, TRole */
+	uint32	   *freesegs;		/* stack of free segments, nseg capacity */
+	uint32		nfree;
+	uint32	   *dir;			/* 1 << gd entries */
+	int			gd;
+	int			alloc_budget;	/* < 0: unlimited */
+	int			allocs;			/* allocations since last reset */
+	uint32		last_alloc;
+	uint64		splits;
+	uint64		overflows_added;
+	uint64		grows;
+	PmhCallbacks cb;
+} TPool;
+
+static PmhSegMeta bogus_meta;	/* handed out for out-of-range segnos */
+
+/* PmhCallbacks.get_meta */
+static PmhSegMeta *
+cb_get_meta(void *arg, uint32 segno)
+{
+	TPool	   *tp = (TPool *) arg;
+
+	if (!CHECKF(segno < tp->nseg, "get_meta(%u) past the %llu segments",
+				segno, (unsigned long long) tp->nseg))
+	{
+		pmh_meta_reset(&bogus_meta, 0);
+		return &bogus_meta;
+	}
+	return &tp->meta[segno];
+}
+
+/* PmhCallbacks.alloc_segment: pop the free list; never remaps */
+static uint32
+cb_alloc_segment(void *arg)
+{
+	TPool	   *tp = (TPool *) arg;
+	uint32		segno;
+
+	if (tp->alloc_budget == 0)
+		return PMH_NO_SEGMENT;
+	if (!CHECKF(tp->nfree > 0,
+				"alloc_segment with no free segment left (the pool was grown to the announced need)"))
+		return PMH_NO_SEGMENT;
+	if (tp->alloc_budget > 0)
+		tp->alloc_budget--;
+	segno = tp->freesegs[--tp->nfree];
+	tp->role[segno] = T_OVERFLOW;	/* until told otherwise */
+	tp->allocs++;
+	tp->last_alloc = segno;
+	return segno;
+}
+
+/* map (or remap) the pool file; is_pmem comes from libpmem */
+static bool
+tpool_map(TPool *tp)
+{
+	size_t		len;
+	int			is_pmem;
+	char	   *base;
+
+	base = pmem_map_file(tp->path, 0, 0, 0, &len, &is_pmem);
+	if (!CHECKF(base != NULL, "pmem_map_file(%s): %s", tp->path, pmem_errormsg()))
+		return false;
+	tp->pool.base = base;
+	tp->pool.mapped_len = len;
+	tp->pool.is_pmem = is_pmem;
+	tp->nseg = pmh_pool_nsegments(&tp->pool);
+	return true;
+}
+
+/* size the metadata arrays for nseg segments; new segments are free */
+static void
+tpool_resize_meta(TPool *tp, uint64 oldn, uint64 newn)
+{
+	uint64		i;
+
+	tp->meta = pg_realloc(tp->meta, newn * sizeof(PmhSegMeta));
+	tp->role = pg_realloc(tp->role, newn);
+	tp->freesegs = pg_realloc(tp->freesegs, newn * sizeof(uint32));
+	/* push the highest first so that the lowest is handed out first */
+	for (i = newn; i > oldn; i--)
+	{
+		pmh_meta_reset(&tp->meta[i - 1], 0);
+		tp->role[i - 1] = T_FREE;
+		tp->freesegs[tp->nfree++] = (uint32) (i - 1);
+	}
+}
+
+/* zero everything and set the callbacks */
+static void
+tpool_init_struct(TPool *tp, const char *name)
+{
+	memset(tp, 0, sizeof(*tp));
+	snprintf(tp->path, sizeof(tp->path), "%s/%03d-%s.pool", g_tmpdir,
+			 ++g_poolno, name);
+	tp->alloc_budget = -1;
+	tp->last_alloc = PMH_NO_SEGMENT;
+	tp->cb.get_meta = cb_get_meta;
+	tp->cb.alloc_segment = cb_alloc_segment;
+	tp->cb.arg = tp;
+}
+
+/* create and format a pool of nseg segments: one primary of depth 0 */
+static bool
+tpool_create(TPool *tp, const char *name, uint64 nseg)
+{
+	PmhPoolHeader hdr;
+	size_t		len;
+	int			is_pmem;
+	char	   *base;
+
+	tpool_init_struct(tp, name);
+	base = pmem_map_file(tp->path, pmh_pool_bytes(nseg),
+						 PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600,
+						 &len, &is_pmem);
+	if (!CHECKF(base != NULL, "pmem_map_file(%s): %s", tp->path, pmem_errormsg()))
+		return false;
+	tp->pool.base = base;
+	tp->pool.mapped_len = len;
+	tp->pool.is_pmem = is_pmem;
+	tp->nseg = pmh_pool_nsegments(&tp->pool);
+	CHECK(len == pmh_pool_bytes(nseg));
+	CHECK(tp->nseg == nseg);
+
+	pmh_header_init(&hdr, rnd(), 16384, 0, 40000 + g_poolno, 50000 + g_poolno);
+	if (!CHECKF(pmh_pool_format(&tp->pool, &hdr) == 0, "pmh_pool_format: %m"))
+		return false;
+
+	tpool_resize_meta(tp, 0, tp->nseg);
+	/* segment 0 is the primary of depth 0 */
+	CHECK(tp->freesegs[tp->nfree - 1] == 0);
+	tp->nfree--;
+	tp->role[0] = T_PRIMARY;
+	pmh_meta_reset(&tp->meta[0], pmh_seg_header(&tp->pool, 0)->word);
+	tp->gd = 0;
+	tp->dir = pg_malloc(sizeof(uint32));
+	tp->dir[0] = 0;
+	return true;
+}
+
+/* grow the pool file to newn segments: ftruncate, then remap */
+static bool
+tpool_grow(TPool *tp, uint64 newn)
+{
+	uint64		oldn = tp->nseg;
+	int			fd;
+	int			rc;
+
+	if (newn <= oldn)
+		return true;
+	if (!CHECKF(pmem_unmap(tp->pool.base, tp->pool.mapped_len) == 0,
+				"pmem_unmap: %m"))
+		return false;
+	tp->pool.base = NULL;
+	fd = open(tp->path, O_RDWR);
+	if (!CHECKF(fd >= 0, "open(%s): %m", tp->path))
+		return false;
+	rc = ftruncate(fd, (off_t) pmh_pool_bytes(newn));
+	close(fd);
+	if (!CHECKF(rc == 0, "ftruncate(%s): %m", tp->path))
+		return false;
+	if (!tpool_map(tp))
+		return false;
+	CHECK(tp->nseg == newn);
+	tpool_resize_meta(tp, oldn, tp->nseg);
+	tp->grows++;
+	return true;
+}
+
+/* make sure at least n segments are free, growing the pool if needed */
+static bool
+tpool_ensure_free(TPool *tp, int n)
+{
+	if (tp->nfree >= (uint32) n)
+		return true;
+	return tpool_grow(tp, Max(tp->nseg * 2, tp->nseg + n - tp->nfree + 4));
+}
+
+/* unmap, delete the file, free the metadata */
+static void
+tpool_close(TPool *tp)
+{
+	if (tp->pool.base)
+		pmem_unmap(tp->pool.base, tp->pool.mapped_len);
+	if (tp->path[0])
+		unlink(tp->path);
+	free(tp->meta);
+	free(tp->role);
+	free(tp->freesegs);
+	free(tp->dir);
+	memset(tp, 0, sizeof(*tp));
+}
+
+/* decode a persistent ovf_next */
+static uint32
+hdr_next(const TPool *tp, uint32 segno)
+{
+	uint64		v = pmh_seg_header(&tp->pool, segno)->ovf_next;
+
+	return v == 0 ? PMH_NO_SEGMENT : (uint32) (v - 1);
+}
+
+/* number of overflow segments chained to a primary (volatile metadata) */
+static int
+chain_length(const TPool *tp, uint32 segno)
+{
+	int			n = 0;
+	uint32		s;
+
+	for (s = tp->meta[segno].ovf_next; s != PMH_NO_SEGMENT && n <= (int) tp->nseg;
+		 s = tp->meta[s].ovf_next)
+		n++;
+	return n;
+}
+
+/* number of segments in use */
+static uint64
+tpool_used(const TPool *tp)
+{
+	return tp->nseg - tp->nfree;
+}
+
+/* count primaries and overflow segments */
+static void
+tpool_count(const TPool *tp, uint64 *nprim, uint64 *novf)
+{
+	uint64		i;
+
+	*nprim = *novf = 0;
+	for (i = 0; i < tp->nseg; i++)
+	{
+		if (tp->role[i] == T_PRIMARY)
+			(*nprim)++;
+		else if (tp->role[i] == T_OVERFLOW)
+			(*novf)++;
+	}
+}
+
+/*
+ * After a successful pmh_split of segno into (segno, newseg): update the
+ * directory as pmh_core.h documents (double first if the new local depth
+ * exceeds the global depth, then assign both halves) and the roles.
+ */
+static void
+tpool_publish_split(TPool *tp, uint32 segno, uint32 newseg)
+{
+	uint64		w0 = tp->meta[segno].word;
+	uint64		w1 = tp->meta[newseg].word;
+	int			depth = pmh_segword_depth(w0);
+	uint32		s;
+
+	CHECKF(depth == pmh_segword_depth(w1), "split halves have depths %d and %d",
+		   depth, pmh_segword_depth(w1));
+	CHECKF(pmh_segword_prefix(w1) == (pmh_segword_prefix(w0) | 1),
+		   "split halves have prefixes %llx and %llx",
+		   (unsigned long long) pmh_segword_prefix(w0),
+		   (unsigned long long) pmh_segword_prefix(w1));
+	CHECK(pmh_seg_header(&tp->pool, segno)->word == w0);
+	CHECK(pmh_seg_header(&tp->pool, newseg)->word == w1);
+	if (depth > tp->gd)
+	{
+		uint32	   *newdir;
+
+		CHECKF(depth == tp->gd + 1, "split to depth %d at global depth %d",
+			   depth, tp->gd);
+		newdir = pg_malloc(sizeof(uint32) << (tp->gd + 1));
+		pmh_dir_double(tp->dir, tp->gd, newdir);
+		free(tp->dir);
+		tp->dir = newdir;
+		tp->gd++;
+	}
+	pmh_dir_assign(tp->dir, tp->gd, w0, segno);
+	pmh_dir_assign(tp->dir, tp->gd, w1, newseg);
+	tp->role[newseg] = T_PRIMARY;
+	for (s = tp->meta[newseg].ovf_next; s != PMH_NO_SEGMENT; s = tp->meta[s].ovf_next)
+		tp->role[s] = T_OVERFLOW;
+	tp->splits++;
+}
+
+/* split a primary after pre-growing; returns the new segment or NO_SEGMENT */
+static uint32
+tpool_split(TPool *tp, uint32 segno)
+{
+	int			need = pmh_segments_needed_for_split(&tp->cb, segno);
+	uint32		newseg = PMH_NO_SEGMENT;
+	int			rc;
+
+	if (!tpool_ensure_free(tp, need))
+		return PMH_NO_SEGMENT;
+	tp->allocs = 0;
+	rc = pmh_split(&tp->pool, &tp->cb, segno, &newseg);
+	if (!CHECKF(rc == 0, "pmh_split(%u): rc %d: %m", segno, rc))
+		return PMH_NO_SEGMENT;
+	CHECKF(tp->allocs <= need,
+		   "split of %u took %d segments; pmh_segments_needed_for_split said %d",
+		   segno, tp->allocs, need);
+	tpool_publish_split(tp, segno, newseg);
+	return newseg;
+}
+
+/* add an overflow segment at the head of a primary's chain */
+static uint32
+tpool_add_overflow(TPool *tp, uint32 segno)
+{
+	uint32		newseg;
+	int			rc;
+
+	if (!tpool_ensure_free(tp, 1))
+		return PMH_NO_SEGMENT;
+	newseg = cb_alloc_segment(tp);
+	if (newseg == PMH_NO_SEGMENT)
+		return PMH_NO_SEGMENT;
+	rc = pmh_add_overflow(&tp->pool, &tp->cb, segno, newseg);
+	if (!CHECKF(rc == 0, "pmh_add_overflow(%u, %u): %m", segno, newseg))
+		return PMH_NO_SEGMENT;
+	tp->role[newseg] = T_OVERFLOW;
+	CHECK(tp->meta[segno].ovf_next == newseg);
+	CHECK(hdr_next(tp, segno) == newseg);
+	tp->overflows_added++;
+	return newseg;
+}
+
+#define STOP_SPLIT		0x1
+#define STOP_OVERFLOW	0x2
+
+/*
+ * Insert one (hash, TID), following pmh_insert's answers: split or add an
+ * overflow segment and retry.  When the answer is SPLIT or OVERFLOW and the
+ * matching bit is in "stop", return it (with *stopseg) without acting.
+ */
+static PmhInsertResult
+tpool_insert_ex(TPool *tp, uint64 hash, uint32 block, uint16 offset,
+				int stop, uint32 *stopseg)
+{
+	int			round;
+
+	for (round = 0; round < 100; round++)
+	{
+		uint32		segno = tp->dir[pmh_dir_index(hash, tp->gd)];
+		PmhInsertResult r;
+
+		r = pmh_insert(&tp->pool, &tp->cb, segno, hash, block, offset);
+		switch (r)
+		{
+			case PMH_INSERT_DONE:
+			case PMH_INSERT_EXISTS:
+				return r;
+			case PMH_INSERT_IOERROR:
+				CHECKF(false, "pmh_insert: I/O error: %m");
+				return r;
+			case PMH_INSERT_SPLIT:
+				if (stop & STOP_SPLIT)
+				{
+					*stopseg = segno;
+					return r;
+				}
+				if (tpool_split(tp, segno) == PMH_NO_SEGMENT)
+					return PMH_INSERT_IOERROR;
+				break;
+			case PMH_INSERT_OVERFLOW:
+				if (stop & STOP_OVERFLOW)
+				{
+					*stopseg = segno;
+					return r;
+				}
+				if (tpool_add_overflow(tp, segno) == PMH_NO_SEGMENT)
+					return PMH_INSERT_IOERROR;
+				break;
+		}
+	}
+	CHECKF(false, "insert of %016llx did not finish after 100 rounds",
+		   (unsigned long long) hash);
+	return PMH_INSERT_IOERROR;
+}
+
+/* insert, handling splits and overflows */
+static PmhInsertResult
+tpool_insert(TPool *tp, uint64 hash, uint32 block, uint16 offset)
+{
+	return tpool_insert_ex(tp, hash, block, offset, 0, NULL);
+}
+
+/* look up every TID of a hash, growing the buffer as needed */
+static int
+tpool_lookup(TPool *tp, uint64 hash, uint64 **tags, int *cap)
+{
+	uint32		segno = tp->dir[pmh_dir_index(hash, tp->gd)];
+	int			n;
+
+	n = pmh_lookup(&tp->pool, &tp->cb, segno, hash, *tags, *cap);
+	if (n > *cap)
+	{
+		*cap = n * 2;
+		*tags = pg_realloc(*tags, *cap * sizeof(uint64));
+		n = pmh_lookup(&tp->pool, &tp->cb, segno, hash, *tags, *cap);
+	}
+	return n;
+}
+
+/* byte-for-byte copy of a pool into a new pool file: a crash image */
+static bool
+tpool_copy(TPool *dst, const TPool *src, const char *name)
+{
+	size_t		len;
+	int			is_pmem;
+	char	   *base;
+
+	tpool_init_struct(dst, name);
+	base = pmem_map_file(dst->path, src->pool.mapped_len,
+						 PMEM_FILE_CREATE | PMEM_FILE_EXCL | PMEM_FILE_SPARSE,
+						 0600, &len, &is_pmem);
+	if (!CHECKF(base != NULL, "pmem_map_file(%s): %s", dst->path, pmem_errormsg()))
+		return false;
+	memcpy(base, src->pool.base, src->pool.mapped_len);
+	dst->pool.base = base;
+	dst->pool.mapped_len = len;
+	dst->pool.is_pmem = is_pmem;
+	dst->nseg = pmh_pool_nsegments(&dst->pool);
+	return CHECK(dst->nseg == src->nseg);
+}
+
+/*
+ * Build the volatile metadata of a pool from the pool alone, as the server
+ * does when it attaches: pmh_recover, then pmh_meta_load of every segment in
+ * use (an overflow segment with its owner primary's word), then the
+ * directory by pmh_dir_assign.  Returns pmh_recover's result code.  The
+ * caller may keep the roles and owners arrays (else they are freed).
+ */
+static int
+tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
+			  uint32 **owner_out)
+{
+	uint64		nseg = pmh_pool_nsegments(&tp->pool);
+	PmhSegRole *roles = pg_malloc0(Max(nseg, 1) * sizeof(PmhSegRole));
+	uint32	   *owner = pg_malloc0(Max(nseg, 1) * sizeof(uint32));
+	uint64	   *scratch = pg_malloc0(Max(nseg, 1) * 2 * sizeof(uint64));
+	uint64		i;
+	int			rc;
+
+	rc = pmh_recover(&tp->pool, roles, owner, scratch, res);
+	free(scratch);
+	if (rc == 0)
+	{
+		free(tp->meta);
+		free(tp->role);
+		free(tp->freesegs);
+		free(tp->dir);
+		tp->meta = NULL;
+		tp->role = NULL;
+		tp->freesegs = NULL;
+		tp->nfree = 0;
+		tp->nseg = nseg;
+		tpool_resize_meta(tp, 0, nseg);
+		tp->nfree = 0;
+		for (i = nseg; i > 0; i--)
+		{
+			uint32		s = (uint32) (i - 1);
+			const PmhSegHeader *h = pmh_seg_header(&tp->pool, s);
+
+			switch (roles[s])
+			{
+				case PMH_SEG_PRIMARY:
+					pmh_meta_load(&tp->pool, s, h->word, &tp->meta[s]);
+					tp->role[s] = T_PRIMARY;
+					break;
+				case PMH_SEG_OVERFLOW:
+					if (!CHECKF(owner[s] < nseg, "overflow segment %u has owner %u",
+								s, owner[s]))
+						break;
+					pmh_meta_load(&tp->pool, s,
+								  pmh_seg_header(&tp->pool, owner[s])->word,
+								  &tp->meta[s]);
+					tp->role[s] = T_OVERFLOW;
+					break;
+				case PMH_SEG_FREE:
+					pmh_meta_reset(&tp->meta[s], 0);
+					tp->role[s] = T_FREE;
+					tp->freesegs[tp->nfree++] = s;
+					break;
+			}
+		}
+		tp->gd = res->global_depth;
+		tp->dir = pg_malloc(sizeof(uint32) << tp->gd);
+		for (i = 0; i < (UINT64CONST(1) << tp->gd); i++)
+			tp->dir[i] = PMH_NO_SEGMENT;
+		for (i = 0; i < nseg; i++)
+			if (roles[i] == PMH_SEG_PRIMARY)
+				pmh_dir_assign(tp->dir, tp->gd, tp->meta[i].word, (uint32) i);
+		for (i = 0; i < (UINT64CONST(1) << tp->gd); i++)
+			if (!CHECKF(tp->dir[i] != PMH_NO_SEGMENT,
+						"recovered directory entry %llu unassigned",
+						(unsigned long long) i))
+				break;
+	}
+	if (roles_out)
+		*roles_out = roles;
+	else
+		free(roles);
+	if (owner_out)
+		*owner_out = owner;
+	else
+		free(owner);
+	return rc;
+}
+
+/* ---------------------------------------------------------------------
+ * The reference model: a multiset of (hash, TID)
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct ModelEntry
+{
+	uint64		hash;
+	uint64		tid;			/* block << 16 | offset */
+} ModelEntry;
+
+typedef struct Model
+{
+	ModelEntry *e;
+	size_t		n;
+	size_t		cap;
+} Model;
+
+/* TID as one number */
+static inline uint64
+tid_of(uint32 block, uint16 offset)
+{
+	return ((uint64) block << 16) | offset;
+}
+
+/* TID of a tag word, decoded with the core's accessors */
+static inline uint64
+tid_of_tag(uint64 tag)
+{
+	return tid_of(pmh_tag_block(tag), pmh_tag_offset(tag));
+}
+
+/* append an entry */
+static void
+model_add(Model *m, uint64 hash, uint32 block, uint16 offset)
+{
+	if (m->n == m->cap)
+	{
+		m->cap = Max(1024, m->cap * 2);
+		m->e = pg_realloc(m->e, m->cap * sizeof(ModelEntry));
+	}
+	m->e[m->n].hash = hash;
+	m->e[m->n].tid = tid_of(block, offset);
+	m->n++;
+}
+
+/* release the model */
+static void
+model_free(Model *m)
+{
+	free(m->e);
+	memset(m, 0, sizeof(*m));
+}
+
+/* qsort: by hash, then TID */
+static int
+cmp_model(const void *a, const void *b)
+{
+	const ModelEntry *x = a;
+	const ModelEntry *y = b;
+
+	if (x->hash != y->hash)
+		return x->hash < y->hash ? -1 : 1;
+	if (x->tid != y->tid)
+		return x->tid < y->tid ? -1 : 1;
+	return 0;
+}
+
+/* qsort: uint64 */
+static int
+cmp_u64(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return x < y ? -1 : (x > y ? 1 : 0);
+}
+
+/* is a hash in a sorted model? */
+static bool
+model_has_hash(const Model *m, uint64 hash)
+{
+	size_t		lo = 0;
+	size_t		hi = m->n;
+
+	while (lo < hi)
+	{
+		size_t		mid = (lo + hi) / 2;
+
+		if (m->e[mid].hash < hash)
+			lo = mid + 1;
+		else
+			hi = mid;
+	}
+	return lo < m->n && m->e[lo].hash == hash;
+}
+
+/*
+ * Check the structure of a pool's metadata against the pool and itself:
+ * primaries' words and links mirror the pool, chains lead to overflow
+ * segments, nlive matches occ, every overflow segment is on one chain, the
+ * directory points every index at the primary that covers it.  Returns the
+ * total of nlive.
+ */
+static uint64
+check_structure(TPool *tp, const char *what)
+{
+	uint64		total = 0;
+	uint64		chained = 0;
+	uint64		novf = 0;
+	uint64		i;
+	uint64		ndir = UINT64CONST(1) << tp->gd;
+	uint64	   *covered = pg_malloc0(tp->nseg * sizeof(uint64));
+
+	for (i = 0; i < tp->nseg; i++)
+	{
+		PmhSegMeta *m = &tp->meta[i];
+		int			b;
+		uint32		pop = 0;
+
+		if (tp->role[i] == T_FREE)
+			continue;
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+			pop += __builtin_popcount(m->occ[b]);
+		CHECKF(pop == m->nlive, "%s: segment %llu: nlive %u, occ bits %u", what,
+			   (unsigned long long) i, m->nlive, pop);
+		CHECKF(hdr_next(tp, (uint32) i) == m->ovf_next,
+			   "%s: segment %llu: ovf_next %u in metadata, %u in pool", what,
+			   (unsigned long long) i, m->ovf_next, hdr_next(tp, (uint32) i));
+		total += m->nlive;
+		if (tp->role[i] == T_OVERFLOW)
+		{
+			novf++;
+			CHECKF(pmh_seg_header(&tp->pool, (uint32) i)->word ==
+				   pmh_segword_make_overflow(),
+				   "%s: overflow segment %llu has word %016llx", what,
+				   (unsigned long long) i,
+				   (unsigned long long) pmh_seg_header(&tp->pool, (uint32) i)->word);
+		}
+		else
+		{
+			uint32		s;
+			uint64		steps = 0;
+
+			CHECKF(m->word == pmh_seg_header(&tp->pool, (uint32) i)->word,
+				   "%s: segment %llu: word %016llx in metadata, %016llx in pool",
+				   what, (unsigned long long) i, (unsigned long long) m->word,
+				   (unsigned long long) pmh_seg_header(&tp->pool, (uint32) i)->word);
+			CHECKF(pmh_segword_is_valid(m->word) && !pmh_segword_is_overflow(m->word),
+				   "%s: primary %llu has word %016llx", what,
+				   (unsigned long long) i, (unsigned long long) m->word);
+			for (s = m->ovf_next; s != PMH_NO_SEGMENT; s = tp->meta[s].ovf_next)
+			{
+				if (!CHECKF(s < tp->nseg && tp->role[s] == T_OVERFLOW &&
+							++steps <= tp->nseg,
+							"%s: chain of %llu reaches segment %u", what,
+							(unsigned long long) i, s))
+					break;
+				chained++;
+			}
+		}
+	}
+	CHECKF(chained == novf, "%s: %llu overflow segments, %llu on chains", what,
+		   (unsigned long long) novf, (unsigned long long) chained);
+
+	for (i = 0; i < ndir; i++)
+	{
+		uint32		s = tp->dir[i];
+		uint64		w;
+		int			d;
+
+		if (!CHECKF(s < tp->nseg && tp->role[s] == T_PRIMARY,
+					"%s: directory entry %llu -> %u, not a primary", what,
+					(unsigned long long) i, s))
+			continue;
+		w = tp->meta[s].word;
+		d = pmh_segword_depth(w);
+		CHECKF(d <= tp->gd && (i >> (tp->gd - d)) == pmh_segword_prefix(w),
+			   "%s: directory entry %llu -> segment %u of depth %d prefix %llx",
+			   what, (unsigned long long) i, s, d,
+			   (unsigned long long) pmh_segword_prefix(w));
+		covered[s]++;
+	}
+	for (i = 0; i < tp->nseg; i++)
+	{
+		if (tp->role[i] != T_PRIMARY)
+			continue;
+		CHECKF(covered[i] == UINT64CONST(1) << (tp->gd -
+												 pmh_segword_depth(tp->meta[i].word)),
+			   "%s: primary %llu has %llu directory entries", what,
+			   (unsigned long long) i, (unsigned long long) covered[i]);
+	}
+	free(covered);
+	return total;
+}
+
+/*
+ * Compare the pool with the model: every (hash, TID) of the model is found
+ * by pmh_lookup exactly once and nothing else is found under its hash;
+ * nabsent random hashes that are not in the model find nothing; the live
+ * entries counted by the metadata equal the model's size.
+ */
+static void
+verify_model(TPool *tp, Model *m, int nabsent, const char *what)
+{
+	uint64	   *tags = NULL;
+	uint64	   *got = NULL;
+	int			cap = 0;
+	int			gotcap = 0;
+	size_t		i;
+	size_t		j;
+	int			k;
+	uint64		total;
+
+	qsort(m->e, m->n, sizeof(ModelEntry), cmp_model);
+	for (i = 0; i < m->n; i = j)
+	{
+		uint64		hash = m->e[i].hash;
+		int			n;
+
+		for (j = i; j < m->n && m->e[j].hash == hash; j++)
+			;
+		n = tpool_lookup(tp, hash, &tags, &cap);
+		if (!CHECKF(n == (int) (j - i),
+					"%s: hash %016llx: lookup found %d entries, the model has %d",
+					what, (unsigned long long) hash, n, (int) (j - i)))
+			continue;
+		if (n > gotcap)
+		{
+			gotcap = n * 2;
+			got = pg_realloc(got, gotcap * sizeof(uint64));
+		}
+		for (k = 0; k < n; k++)
+		{
+			CHECKF((tags[k] >> 56) == PMH_TAG_LIVE &&
+				   ((tags[k] >> 48) & 0xff) == pmh_fingerprint(hash),
+				   "%s: hash %016llx: tag %016llx", what,
+				   (unsigned long long) hash, (unsigned long long) tags[k]);
+			got[k] = tid_of_tag(tags[k]);
+		}
+		qsort(got, n, sizeof(uint64), cmp_u64);
+		for (k = 0; k < n; k++)
+		{
+			if (!CHECKF(got[k] == m->e[i + k].tid,
+						"%s: hash %016llx: found TID (%u,%u), expected (%u,%u)",
+						what, (unsigned long long) hash,
+						(uint32) (got[k] >> 16), (uint16) got[k],
+						(uint32) (m->e[i + k].tid >> 16),
+						(uint16) m->e[i + k].tid))
+				break;
+		}
+	}
+
+	for (k = 0; k < nabsent; k++)
+	{
+		uint64		hash = rnd();
+		int			n;
+
+		if (model_has_hash(m, hash))
+			continue;
+		n = tpool_lookup(tp, hash, &tags, &cap);
+		CHECKF(n == 0, "%s: absent hash %016llx: lookup found %d entries",
+			   what, (unsigned long long) hash, n);
+	}
+
+	total = check_structure(tp, what);
+	CHECKF(total == m->n, "%s: metadata counts %llu live entries, the model %llu",
+		   what, (unsigned long long) total, (unsigned long long) m->n);
+	free(tags);
+	free(got);
+}
+
+/*
+ * Start the bulk set-up of a test: in the msync pass (where every persist
+ * is an msync of ~0.2 ms) the pool is filled with no_persist set, as the
+ * server's bulk build does, and persisted in one go by setup_end.  The
+ * operations under test always persist one by one.
+ */
+static void
+setup_begin(TPool *tp, bool setup)
+{
+	if (setup && S->bulk_setup)
+		tp->pool.no_persist = 1;
+}
+
+/* end of the bulk set-up: persist the whole mapping once */
+static void
+setup_end(TPool *tp)
+{
+	if (tp->pool.no_persist)
+	{
+		tp->pool.no_persist = 0;
+		CHECKF(pmh_persist(&tp->pool, tp->pool.base, tp->pool.mapped_len) == 0,
+			   "persisting the pool: %m");
+	}
+}
+
+/* insert n random entries, expecting DONE each time */
+static void
+workload_random(TPool *tp, Model *m, int n, bool setup)
+{
+	int			i;
+	int			bad = 0;
+
+	setup_begin(tp, setup);
+	for (i = 0; i < n; i++)
+	{
+		uint64		hash = rnd();
+		uint32		block;
+		uint16		offset;
+		PmhInsertResult r;
+
+		rnd_tid(&block, &offset);
+		r = tpool_insert(tp, hash, block, offset);
+		if (r == PMH_INSERT_DONE)
+			model_add(m, hash, block, offset);
+		else if (!CHECKF(r == PMH_INSERT_DONE, "insert %d: result %d", i, (int) r) &&
+				 ++bad > 10)
+			break;
+	}
+	setup_end(tp);
+}
+
+/*
+ * Insert random entries until pmh_insert answers "what" (SPLIT or
+ * OVERFLOW); return that entry, not inserted, in hash, block, offset and the
+ * segment in *segno.  Entries inserted meanwhile go into the model.
+ */
+static bool
+insert_until(TPool *tp, Model *m, PmhInsertResult what, int stop,
+			 uint64 *hash, uint32 *block, uint16 *offset, uint32 *segno,
+			 bool setup)
+{
+	int			i;
+	bool		found = false;
+
+	setup_begin(tp, setup);
+	for (i = 0; i < 1000000; i++)
+	{
+		PmhInsertResult r;
+
+		*hash = rnd();
+		rnd_tid(block, offset);
+		r = tpool_insert_ex(tp, *hash, *block, *offset, stop, segno);
+		if (r == what)
+		{
+			found = true;
+			break;
+		}
+		if (!CHECKF(r == PMH_INSERT_DONE, "insert: result %d", (int) r))
+			break;
+		model_add(m, *hash, *block, *offset);
+	}
+	setup_end(tp);
+	if (i == 1000000)
+		CHECKF(false, "no insert answered %d", (int) what);
+	return found;
+}
+
+/* insert n TIDs under one hash; TIDs are (base + i / 1000, 1 + i % 1000) */
+static void
+insert_dups(TPool *tp, Model *m, uint64 hash, int n, uint32 base, bool setup)
+{
+	int			i;
+
+	setup_begin(tp, setup);
+	for (i = 0; i < n; i++)
+	{
+		uint32		block = base + (uint32) (i / 1000);
+		uint16		offset = (uint16) (1 + i % 1000);
+		PmhInsertResult r = tpool_insert(tp, hash, block, offset);
+
+		if (!CHECKF(r == PMH_INSERT_DONE, "dup insert %d: result %d", i, (int) r))
+			break;
+		model_add(m, hash, block, offset);
+	}
+	setup_end(tp);
+}
+
+/* ---------------------------------------------------------------------
+ * Tests
+ * ---------------------------------------------------------------------
+ */
+
+/* header: init, validate, every failure status, status strings */
+static void
+test_header(void)
+{
+	PmhPoolHeader h;
+	PmhPoolHeader b;
+	size_t		off;
+	int			st;
+	int			i;
+	const char *strs[PMH_HEADER_FOREIGN + 1];
+
+	pmh_header_init(&h, UINT64CONST(0x1122334455667788), 1, 2, 3, 4);
+	CHECK(h.magic == PMH_MAGIC);
+	CHECK(h.version == PMH_LAYOUT_VERSION);
+	CHECK(h.pool_id == UINT64CONST(0x1122334455667788));
+	CHECK(h.db_oid == 1 && h.spc_oid == 2 && h.rel_node == 3 && h.index_oid == 4);
+	CHECK(h.seg_bytes == PMH_SEG_BYTES && h.seg_offset == PMH_HEADER_BYTES);
+	CHECK(h.checksum == pmh_header_checksum(&h));
+	CHECK(sizeof(PmhPoolHeader) <= PMH_HEADER_BYTES);
+	CHECK(sizeof(PmhSegHeader) == PMH_LINE_BYTES);
+	CHECK(sizeof(PmhEntry) == PMH_ENTRY_BYTES);
+	CHECK(pmh_pool_bytes(0) == PMH_HEADER_BYTES);
+	CHECK(pmh_pool_bytes(3) == PMH_HEADER_BYTES + 3 * PMH_SEG_BYTES);
+
+	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1)) == PMH_HEADER_OK);
+	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1000)) == PMH_HEADER_OK);
+
+	/* truncated: shorter than the header, or not whole segments */
+	CHECK(pmh_header_validate(&h, 0) == PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, 100) == PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, PMH_HEADER_BYTES - 1) == PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, PMH_HEADER_BYTES) == PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1) - 1) == PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, pmh_pool_bytes(2) + PMH_LINE_BYTES) ==
+		  PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, pmh_pool_bytes(2) - PMH_LINE_BYTES) ==
+		  PMH_HEADER_TRUNCATED);
+	CHECK(pmh_header_validate(&h, pmh_pool_bytes(7) + 1) == PMH_HEADER_TRUNCATED);
+	/* too short for a header is reported before anything in it */
+	b = h;
+	b.magic = 0;
+	CHECK(pmh_header_validate(&b, 100) == PMH_HEADER_TRUNCATED);
+
+	/* bad magic, with or without a matching checksum */
+	b = h;
+	b.magic ^= 0x100;
+	CHECK(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_BAD_MAGIC);
+	b.checksum = pmh_header_checksum(&b);
+	CHECK(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_BAD_MAGIC);
+
+	/* bad version, checksum recomputed so that the version is what fails */
+	b = h;
+	b.version = PMH_LAYOUT_VERSION + 1;
+	b.checksum = pmh_header_checksum(&b);
+	CHECK(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_BAD_VERSION);
+	b.version = 0;
+	b.checksum = pmh_header_checksum(&b);
+	CHECK(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_BAD_VERSION);
+
+	/* bad checksum: flip one byte anywhere after magic and version */
+	for (off = offsetof(PmhPoolHeader, header_bytes);
+		 off < offsetof(PmhPoolHeader, checksum) + sizeof(uint32); off++)
+	{
+		b = h;
+		((unsigned char *) &b)[off] ^= 0x10;
+		CHECKF(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_BAD_CHECKSUM,
+			   "byte %zu flipped: status %d", off,
+			   (int) pmh_header_validate(&b, pmh_pool_bytes(1)));
+	}
+
+	/* bad layout: each layout field changed, checksum recomputed */
+	for (i = 0; i < 8; i++)
+	{
+		b = h;
+		switch (i)
+		{
+			case 0:
+				b.seg_buckets = PMH_SEG_BUCKETS / 2;
+				break;
+			case 1:
+				b.header_bytes = 8192;
+				break;
+			case 2:
+				b.line_bytes = 64;
+				break;
+			case 3:
+				b.entry_bytes = 8;
+				break;
+			case 4:
+				b.bucket_slots = 8;
+				break;
+			case 5:
+				b.probe_buckets = 2;
+				break;
+			case 6:
+				b.seg_bytes = PMH_SEG_BYTES + PMH_LINE_BYTES;
+				break;
+			case 7:
+				b.seg_offset = 8192;
+				break;
+		}
+		b.checksum = pmh_header_checksum(&b);
+		CHECKF(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_BAD_LAYOUT,
+			   "layout field %d changed: status %d", i,
+			   (int) pmh_header_validate(&b, pmh_pool_bytes(1)));
+	}
+
+	/* ownership fields are the caller's business */
+	b = h;
+	b.pool_id++;
+	b.db_oid++;
+	b.flags = 7;
+	b.checksum = pmh_header_checksum(&b);
+	CHECK(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_OK);
+
+	/* every status has its own non-empty text */
+	for (st = PMH_HEADER_OK; st <= PMH_HEADER_FOREIGN; st++)
+	{
+		int			o;
+
+		strs[st] = pmh_header_status_string((PmhHeaderStatus) st);
+		if (!CHECKF(strs[st] != NULL && strs[st][0] != '\0', "status %d has no text", st))
+			continue;
+		for (o = PMH_HEADER_OK; o < st; o++)
+			CHECKF(strcmp(strs[o], strs[st]) != 0,
+				   "statuses %d and %d have the same text", o, st);
+	}
+	CHECK(pmh_header_status_string((PmhHeaderStatus) 99)[0] != '\0');
+}
+
+/* read the header of a pool file and validate it against the file size */
+static PmhHeaderStatus
+validate_file(const char *path)
+{
+	PmhPoolHeader h;
+	struct stat st;
+	int			fd = open(path, O_RDONLY);
+	ssize_t		n;
+
+	if (!CHECKF(fd >= 0, "open(%s): %m", path))
+		return PMH_HEADER_TRUNCATED;
+	n = pread(fd, &h, sizeof(h), 0);
+	CHECKF(fstat(fd, &st) == 0, "fstat: %m");
+	close(fd);
+	if (!CHECKF(n == (ssize_t) sizeof(h), "pread: %zd", n))
+		return PMH_HEADER_TRUNCATED;
+	return pmh_header_validate(&h, (size_t) st.st_size);
+}
+
+/* header of a real pool file: format, grow, truncate */
+static void
+test_header_file(void)
+{
+	TPool		tp;
+	uint64		i;
+
+	if (!tpool_create(&tp, "hdrfile", 1))
+		return;
+	CHECKF(tp.pool.is_pmem == S->expect_pmem,
+		   "pmem_map_file reported is_pmem = %d in the %s pass",
+		   tp.pool.is_pmem, S->pass);
+	printf("#   pool mapped with is_pmem = %d: pmh_persist uses %s\n",
+		   tp.pool.is_pmem, tp.pool.is_pmem ? "CPU cache flushes" : "msync");
+	CHECK(validate_file(tp.path) == PMH_HEADER_OK);
+	CHECK(pmh_pool_nsegments(&tp.pool) == 1);
+	CHECK(pmh_seg_header(&tp.pool, 0)->word == pmh_segword_make(0, 0));
+	CHECK(pmh_seg_header(&tp.pool, 0)->ovf_next == 0);
+
+	/* grow by ftruncate + remap: new segments read as zero */
+	if (!tpool_grow(&tp, 5))
+	{
+		tpool_close(&tp);
+		return;
+	}
+	CHECK(pmh_pool_nsegments(&tp.pool) == 5);
+	CHECK(tp.pool.mapped_len == pmh_pool_bytes(5));
+	CHECK(validate_file(tp.path) == PMH_HEADER_OK);
+	CHECK(pmh_header_validate((PmhPoolHeader *) tp.pool.base, tp.pool.mapped_len) ==
+		  PMH_HEADER_OK);
+	for (i = 1; i < 5; i++)
+		CHECK(pmh_seg_header(&tp.pool, (uint32) i)->word == 0);
+	CHECK(pmh_seg_header(&tp.pool, 0)->word == pmh_segword_make(0, 0));
+
+	/* a length that is not a whole number of segments */
+	CHECK(truncate(tp.path, (off_t) pmh_pool_bytes(5) + 100) == 0);
+	CHECK(validate_file(tp.path) == PMH_HEADER_TRUNCATED);
+	CHECK(truncate(tp.path, (off_t) pmh_pool_bytes(5)) == 0);
+	CHECK(validate_file(tp.path) == PMH_HEADER_OK);
+
+	/* and the unchanged pool still recovers */
+	{
+		PmhRecoveryResult res;
+
+		CHECK(tpool_recover(&tp, &res, NULL, NULL) == 0);
+		CHECK(res.primaries == 1 && res.overflows == 0 && res.global_depth == 0);
+		CHECK(tp.nfree == 4);
+	}
+	tpool_close(&tp);
+}
+
+/* brute force: how many check bytes make the upper 56 bits of w valid? */
+static int
+valid_check_bytes(uint64 w)
+{
+	int			c;
+	int			n = 0;
+
+	for (c = 0; c < 256; c++)
+		if (pmh_segword_is_valid((w & ~UINT64CONST(0xff)) | (uint64) c))
+			n++;
+	return n;
+}
+
+/* segment words: round trips, bit flips, malformed words */
+static void
+test_segment_words(void)
+{
+	int			depth;
+	int			k;
+	int			bit;
+	uint64		o;
+
+	CHECK(!pmh_segword_is_valid(0));
+	for (depth = 0; depth <= PMH_MAX_DEPTH; depth++)
+	{
+		uint64		mask = depth == 0 ? 0 : (UINT64CONST(1) << depth) - 1;
+
+		for (k = 0; k < 20; k++)
+		{
+			uint64		prefix = k == 0 ? 0 : (k == 1 ? mask : rnd() & mask);
+			uint64		w = pmh_segword_make(depth, prefix);
+
+			CHECKF(pmh_segword_is_valid(w), "make(%d, %llx) invalid", depth,
+				   (unsigned long long) prefix);
+			CHECK(!pmh_segword_is_overflow(w));
+			CHECK(pmh_segword_depth(w) == depth);
+			CHECKF(pmh_segword_prefix(w) == prefix, "make(%d, %llx): prefix %llx",
+				   depth, (unsigned long long) prefix,
+				   (unsigned long long) pmh_segword_prefix(w));
+			CHECK(valid_check_bytes(w) == 1);
+
+			/* hashes inside and outside the prefix */
+			if (depth > 0)
+			{
+				uint64		h = (prefix << (64 - depth)) |
+					(depth < 64 ? rnd() >> depth : 0);
+
+				CHECK(pmh_hash_in_segment(h, w));
+				CHECK(pmh_dir_index(h, depth) == prefix);
+				CHECK(!pmh_hash_in_segment(h ^ (UINT64CONST(1) << (64 - depth)), w));
+				CHECK(!pmh_hash_in_segment(h ^ (UINT64CONST(1) << 63), w));
+			}
+			else
+				CHECK(pmh_hash_in_segment(rnd(), w));
+
+			/* any single flipped bit is detected */
+			for (bit = 0; bit < 64; bit++)
+				CHECKF(!pmh_segword_is_valid(w ^ (UINT64CONST(1) << bit)),
+					   "word %016llx (depth %d) with bit %d flipped is valid",
+					   (unsigned long long) w, depth, bit);
+		}
+
+		/* a prefix wider than the depth is invalid, whatever the check byte */
+		if (depth < PMH_MAX_DEPTH)
+		{
+			uint64		wide = pmh_segword_make(depth, mask | (UINT64CONST(1) << depth));
+
+			CHECKF(!pmh_segword_is_valid(wide), "depth %d with a %d-bit prefix is valid",
+				   depth, depth + 1);
+			CHECK(valid_check_bytes(wide) == 0);
+			wide = pmh_segword_make(depth, UINT64CONST(1) << (PMH_MAX_DEPTH - 1));
+			CHECK(!pmh_segword_is_valid(wide));
+		}
+	}
+
+	/* depths above the maximum */
+	for (depth = PMH_MAX_DEPTH + 1; depth < 64; depth++)
+		CHECKF(valid_check_bytes(T_WORD_VALID | ((uint64) depth << 56)) == 0,
+			   "depth %d accepted", depth);
+
+	/* overflow words */
+	o = pmh_segword_make_overflow();
+	CHECK(pmh_segword_is_valid(o));
+	CHECK(pmh_segword_is_overflow(o));
+	CHECK(pmh_segword_depth(o) == 0);
+	CHECK(pmh_segword_prefix(o) == 0);
+	CHECK(o != pmh_segword_make(0, 0));
+	CHECK(valid_check_bytes(o) == 1);
+	for (bit = 0; bit < 64; bit++)
+		CHECKF(!pmh_segword_is_valid(o ^ (UINT64CONST(1) << bit)),
+			   "overflow word with bit %d flipped is valid", bit);
+	/* an overflow word carries neither depth nor prefix */
+	CHECK(valid_check_bytes(T_WORD_VALID | T_WORD_OVERFLOW | ((uint64) 3 << 56)) == 0);
+	CHECK(valid_check_bytes(T_WORD_VALID | T_WORD_OVERFLOW | ((uint64) 1 << 8)) == 0);
+	/* without the valid bit nothing is valid */
+	CHECK(valid_check_bytes(pmh_segword_make(5, 3) & ~T_WORD_VALID) == 0);
+	CHECK(valid_check_bytes(o & ~T_WORD_VALID) == 0);
+}
+
+/* tags: round trip and pmh_entry_is_live */
+static void
+test_tags(void)
+{
+	int			i;
+	int			m;
+	int			d;
+
+	for (i = 0; i < 2000; i++)
+	{
+		uint64		hash = rnd();
+		uint32		block;
+		uint16		offset;
+		uint64		tag;
+		PmhEntry	e;
+
+		rnd_tid(&block, &offset);
+		if (i == 0)
+		{
+			block = 0;
+			offset = 1;
+		}
+		else if (i == 1)
+		{
+			block = UINT32_MAX;
+			offset = UINT16_MAX;
+		}
+		tag = pmh_tag_make(hash, block, offset);
+		CHECK(pmh_tag_block(tag) == block);
+		CHECK(pmh_tag_offset(tag) == offset);
+		CHECK((tag >> 56) == PMH_TAG_LIVE);
+		CHECK(((tag >> 48) & 0xff) == (hash & 0xff));
+		CHECK(pmh_fingerprint(hash) == (hash & 0xff));
+		CHECK(pmh_home_bucket(hash) == (int) ((hash >> 8) & 63));
+
+		e.hash = hash;
+		e.tag = tag;
+		CHECK(pmh_entry_is_live(&e, pmh_segword_make(0, 0)));
+		for (d = 1; d <= PMH_MAX_DEPTH; d += 7)
+		{
+			uint64		p = hash >> (64 - d);
+
+			CHECK(pmh_entry_is_live(&e, pmh_segword_make(d, p)));
+			/* hash outside the segment's prefix */
+			CHECK(!pmh_entry_is_live(&e, pmh_segword_make(d, p ^ 1)));
+		}
+
+		/* tag 0: a free or deleted slot */
+		e.tag = 0;
+		CHECK(!pmh_entry_is_live(&e, pmh_segword_make(0, 0)));
+		/* wrong fingerprint copy: a torn entry */
+		e.tag = tag ^ (UINT64CONST(1) << (48 + i % 8));
+		CHECK(!pmh_entry_is_live(&e, pmh_segword_make(0, 0)));
+		e.tag = pmh_tag_make(hash ^ 0x80, block, offset);
+		CHECK(!pmh_entry_is_live(&e, pmh_segword_make(0, 0)));
+		/* offset 0 */
+		e.tag = pmh_tag_make(hash, block, 0);
+		CHECK(!pmh_entry_is_live(&e, pmh_segword_make(0, 0)));
+		/* hash and tag agree but the hash was changed */
+		e.hash = hash ^ 1;
+		e.tag = tag;
+		CHECK(!pmh_entry_is_live(&e, pmh_segword_make(0, 0)));
+	}
+
+	/* every marker but the live one is rejected */
+	for (m = 0; m < 256; m++)
+	{
+		PmhEntry	e;
+
+		e.hash = UINT64CONST(0x0123456789abcdef);
+		e.tag = (pmh_tag_make(e.hash, 42, 7) & ~(UINT64CONST(0xff) << 56)) |
+			((uint64) m << 56);
+		CHECKF(pmh_entry_is_live(&e, pmh_segword_make(0, 0)) == (m == PMH_TAG_LIVE),
+			   "marker %02x", m);
+	}
+}
+
+/* directory helpers */
+static void
+test_directory(void)
+{
+	uint32		d1[1] = {3};
+	uint32		d2[2];
+	uint32		old[2] = {5, 7};
+	uint32		d4[4];
+	uint32		d8[8];
+	int			i;
+	uint64		h = UINT64CONST(0xB123456789abcdef);
+
+	pmh_dir_double(d1, 0, d2);
+	CHECK(d2[0] == 3 && d2[1] == 3);
+	pmh_dir_double(old, 1, d4);
+	CHECK(d4[0] == 5 && d4[1] == 5 && d4[2] == 7 && d4[3] == 7);
+
+	for (i = 0; i < 8; i++)
+		d8[i] = 0;
+	pmh_dir_assign(d8, 3, pmh_segword_make(1, 1), 9);
+	for (i = 0; i < 8; i++)
+		CHECKF(d8[i] == (i >= 4 ? 9u : 0u), "entry %d = %u", i, d8[i]);
+	pmh_dir_assign(d8, 3, pmh_segword_make(3, 5), 2);
+	CHECK(d8[5] == 2 && d8[4] == 9 && d8[6] == 9);
+	pmh_dir_assign(d8, 3, pmh_segword_make(2, 0), 4);
+	CHECK(d8[0] == 4 && d8[1] == 4 && d8[2] == 0);
+	pmh_dir_assign(d8, 3, pmh_segword_make(0, 0), 1);
+	for (i = 0; i < 8; i++)
+		CHECK(d8[i] == 1);
+	pmh_dir_assign(d1, 0, pmh_segword_make(0, 0), 6);
+	CHECK(d1[0] == 6);
+
+	CHECK(pmh_dir_index(h, 0) == 0);
+	CHECK(pmh_dir_index(h, 1) == 1);
+	CHECK(pmh_dir_index(h, 4) == 0xB);
+	CHECK(pmh_dir_index(h, 12) == 0xB12);
+	CHECK(pmh_dir_index(h, 48) == (h >> 16));
+}
+
+/* persist accounting, on whichever path this pass uses */
+static void
+test_persist_stats(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	uint64		hash;
+	uint32		block;
+	uint16		offset;
+	uint32		segno;
+	uint32		newseg;
+	int			i;
+	int			b;
+	Model		m;
+	int			lnew;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "stats", 8))
+		return;
+	st = &tp.pool.stats;
+	CHECKF(tp.pool.is_pmem == S->expect_pmem,
+		   "pmem_map_file reported is_pmem = %d in the %s pass",
+		   tp.pool.is_pmem, S->pass);
+
+	/* formatting persisted the header and segment 0 in one call */
+	CHECK(st->persists == 1 && st->fences == 1);
+	CHECK(st->bytes == pmh_pool_bytes(1));
+	CHECK(st->cachelines == pmh_pool_bytes(1) / PMH_CACHELINE_BYTES);
+
+	/* one insert: one 16 B entry, one cache line, one fence */
+	memset(st, 0, sizeof(*st));
+	hash = rnd();
+	CHECK(tpool_insert(&tp, hash, 10, 1) == PMH_INSERT_DONE);
+	model_add(&m, hash, 10, 1);
+	CHECKF(st->persists == 1 && st->cachelines == 1 && st->fences == 1 &&
+		   st->bytes == PMH_ENTRY_BYTES,
+		   "insert: persists %llu cachelines %llu fences %llu bytes %llu",
+		   (unsigned long long) st->persists, (unsigned long long) st->cachelines,
+		   (unsigned long long) st->fences, (unsigned long long) st->bytes);
+
+	/* an existing entry is not written again */
+	memset(st, 0, sizeof(*st));
+	CHECK(tpool_insert(&tp, hash, 10, 1) == PMH_INSERT_EXISTS);
+	CHECK(st->persists == 0 && st->cachelines == 0);
+
+	/* the choke point itself: empty ranges, line arithmetic */
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_persist(&tp.pool, tp.pool.base + PMH_HEADER_BYTES, 0) == 0);
+	CHECK(st->persists == 0);
+	CHECK(pmh_persist(&tp.pool, tp.pool.base + PMH_HEADER_BYTES + 60, 8) == 0);
+	CHECK(st->persists == 1 && st->cachelines == 2 && st->bytes == 8);
+	CHECK(pmh_persist(&tp.pool, tp.pool.base + PMH_HEADER_BYTES, 64) == 0);
+	CHECK(st->persists == 2 && st->cachelines == 3 && st->fences == 2);
+
+	/* delete slots 0 and 5 of one bucket: one persist of 6 entries, 2 lines */
+	b = (pmh_home_bucket(hash) + 9) % PMH_SEG_BUCKETS;
+	for (i = 0; i < 6; i++)
+	{
+		uint64		h = (rnd() & ~UINT64CONST(0x3f00)) | ((uint64) b << 8);
+
+		CHECK(tpool_insert(&tp, h, 20, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add(&m, h, 20, (uint16) (i + 1));
+	}
+	CHECKF(tp.meta[0].occ[b] == 0x3f, "bucket %d occ %04x", b, tp.meta[0].occ[b]);
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_delete_slots(&tp.pool, &tp.meta[0], 0, b, 0x21) == 0);
+	CHECKF(st->persists == 1 && st->bytes == 6 * PMH_ENTRY_BYTES &&
+		   st->cachelines == 2 && st->fences == 1,
+		   "delete: persists %llu cachelines %llu bytes %llu",
+		   (unsigned long long) st->persists, (unsigned long long) st->cachelines,
+		   (unsigned long long) st->bytes);
+	CHECK(tp.meta[0].occ[b] == 0x1e);
+	CHECK(pmh_seg_entries(&tp.pool, 0)[b * PMH_BUCKET_SLOTS].tag == 0);
+	CHECK(pmh_seg_entries(&tp.pool, 0)[b * PMH_BUCKET_SLOTS + 5].tag == 0);
+	{
+		/* drop the two deleted entries from the model */
+		size_t		j;
+		size_t		n = 0;
+		const PmhEntry *e = pmh_seg_entries(&tp.pool, 0);
+
+		for (j = 0; j < m.n; j++)
+		{
+			if (m.e[j].hash == e[b * PMH_BUCKET_SLOTS].hash ||
+				m.e[j].hash == e[b * PMH_BUCKET_SLOTS + 5].hash)
+				continue;
+			m.e[n++] = m.e[j];
+		}
+		CHECK(n == m.n - 2);
+		m.n = n;
+	}
+	/* slots that are not live are ignored: nothing is persisted */
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_delete_slots(&tp.pool, &tp.meta[0], 0, b, 0x8001) == 0);
+	CHECK(st->persists == 0);
+	CHECK(tp.meta[0].occ[b] == 0x1e && tp.meta[0].nlive == 5);
+
+	/* a split: new segment (and its chain) in bulk, then the 8 B publish */
+	if (insert_until(&tp, &m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
+					 &segno, false))
+	{
+		CHECK(tpool_ensure_free(&tp, pmh_segments_needed_for_split(&tp.cb, segno)));
+		memset(st, 0, sizeof(*st));
+		newseg = tpool_split(&tp, segno);
+		if (newseg != PMH_NO_SEGMENT)
+		{
+			lnew = chain_length(&tp, newseg);
+			CHECKF(st->persists == (uint64) (2 + lnew) &&
+				   st->fences == (uint64) (2 + lnew) &&
+				   st->bytes == (uint64) (1 + lnew) * PMH_SEG_BYTES + 8 &&
+				   st->cachelines ==
+				   (uint64) (1 + lnew) * (PMH_SEG_BYTES / PMH_CACHELINE_BYTES) + 1,
+				   "split (new chain %d): persists %llu cachelines %llu bytes %llu",
+				   lnew, (unsigned long long) st->persists,
+				   (unsigned long long) st->cachelines,
+				   (unsigned long long) st->bytes);
+		}
+		CHECK(tpool_insert(&tp, hash, block, offset) == PMH_INSERT_DONE);
+		model_add(&m, hash, block, offset);
+	}
+
+	/* an overflow segment: the whole segment, then the 8 B link */
+	CHECK(tpool_ensure_free(&tp, 1));
+	memset(st, 0, sizeof(*st));
+	if (tpool_add_overflow(&tp, 0) != PMH_NO_SEGMENT)
+		CHECKF(st->persists == 2 && st->fences == 2 &&
+			   st->bytes == PMH_SEG_BYTES + 8 &&
+			   st->cachelines == PMH_SEG_BYTES / PMH_CACHELINE_BYTES + 1,
+			   "overflow: persists %llu cachelines %llu bytes %llu",
+			   (unsigned long long) st->persists, (unsigned long long) st->cachelines,
+			   (unsigned long long) st->bytes);
+
+	/* no_persist: nothing is counted (nor flushed) */
+	tp.pool.no_persist = 1;
+	memset(st, 0, sizeof(*st));
+	for (i = 0; i < 300; i++)
+	{
+		hash = rnd();
+		rnd_tid(&block, &offset);
+		CHECK(tpool_insert(&tp, hash, block, offset) == PMH_INSERT_DONE);
+		model_add(&m, hash, block, offset);
+	}
+	CHECK(pmh_persist(&tp.pool, tp.pool.base, 4096) == 0);
+	CHECKF(st->persists == 0 && st->cachelines == 0 && st->fences == 0 &&
+		   st->bytes == 0, "no_persist: persists %llu",
+		   (unsigned long long) st->persists);
+	tp.pool.no_persist = 0;
+	CHECK(pmh_persist(&tp.pool, tp.pool.base, tp.pool.mapped_len) == 0);
+	CHECK(st->persists == 1);
+
+	verify_model(&tp, &m, 1000, "stats");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* insert + lookup of many random entries, with splits */
+static void
+test_insert_lookup(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		nprim;
+	uint64		novf;
+	double		lf;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "insert", 2))
+		return;
+	workload_random(&tp, &m, S->n_random, false);
+	verify_model(&tp, &m, S->n_absent, "insert");
+
+	tpool_count(&tp, &nprim, &novf);
+	lf = (double) m.n / ((double) nprim * PMH_SEG_SLOTS);
+	printf("#   %zu entries: %llu primaries, %llu overflow segments, global depth %d, "
+		   "%llu splits, %llu pool grows; load factor %.3f\n",
+		   m.n, (unsigned long long) nprim, (unsigned long long) novf, tp.gd,
+		   (unsigned long long) tp.splits, (unsigned long long) tp.grows, lf);
+	CHECK(m.n == (size_t) S->n_random);
+	CHECK(tp.gd >= 1);
+	CHECKF((UINT64CONST(1) << tp.gd) >= nprim, "global depth %d, %llu primaries",
+		   tp.gd, (unsigned long long) nprim);
+	CHECK(tp.splits == nprim - 1);
+	CHECK(tp.grows > 0);
+	/* at a few thousand entries the load factor is too noisy to bound */
+	if (m.n >= 50000)
+		CHECKF(lf > 0.5, "load factor %.3f", lf);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* one hash with thousands of TIDs (overflow chains) among many others */
+static void
+test_duplicates(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		H = rnd();
+	int			total = S->n_dups + S->n_others;
+	int			ndup = 0;
+	int			i;
+	uint64	   *tags = NULL;
+	int			cap = 0;
+	int			n;
+	uint64		tags10[10];
+	uint32		segno;
+	PmhPersistStats before;
+	uint64		used;
+	uint64		live;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "dups", 4))
+		return;
+	/* interleave the duplicates with the others */
+	for (i = 0; i < total; i++)
+	{
+		bool		dup = ndup < S->n_dups &&
+			(rnd() % (uint64) (total - i)) < (uint64) (S->n_dups - ndup);
+
+		if (dup)
+		{
+			uint32		block = 7000000 + (uint32) (ndup / 1000);
+			uint16		offset = (uint16) (1 + ndup % 1000);
+
+			if (!CHECKF(tpool_insert(&tp, H, block, offset) == PMH_INSERT_DONE,
+						"dup %d", ndup))
+				break;
+			model_add(&m, H, block, offset);
+			ndup++;
+		}
+		else
+		{
+			uint64		h = rnd();
+			uint32		block;
+			uint16		offset;
+
+			rnd_tid(&block, &offset);
+			if (!CHECKF(tpool_insert(&tp, h, block, offset) == PMH_INSERT_DONE,
+						"other %d", i))
+				break;
+			model_add(&m, h, block, offset);
+		}
+	}
+	CHECK(ndup == S->n_dups);
+	verify_model(&tp, &m, S->n_absent / 4, "dups");
+
+	n = tpool_lookup(&tp, H, &tags, &cap);
+	CHECKF(n == S->n_dups, "lookup of the duplicated hash: %d", n);
+	/* too small a buffer: the count is still returned */
+	segno = tp.dir[pmh_dir_index(H, tp.gd)];
+	memset(tags10, 0, sizeof(tags10));
+	CHECK(pmh_lookup(&tp.pool, &tp.cb, segno, H, tags10, 10) == S->n_dups);
+	for (i = 0; i < 10; i++)
+		CHECK((tags10[i] >> 56) == PMH_TAG_LIVE && pmh_tag_block(tags10[i]) >= 7000000);
+	CHECKF(chain_length(&tp, segno) >= (S->n_dups - 64) / PMH_SEG_SLOTS,
+		   "chain of %u: %d overflow segments for %d duplicates", segno,
+		   chain_length(&tp, segno), S->n_dups);
+	printf("#   duplicated hash in segment %u with a chain of %d; %llu splits, "
+		   "%llu overflow segments added\n", segno, chain_length(&tp, segno),
+		   (unsigned long long) tp.splits, (unsigned long long) tp.overflows_added);
+
+	/* inserting existing pairs again: EXISTS, nothing written or added */
+	before = tp.pool.stats;
+	used = tpool_used(&tp);
+	live = check_structure(&tp, "dups");
+	for (i = 0; i < (int) m.n; i += (m.e[i].hash == H ? 1 : 7))
+	{
+		PmhInsertResult r = tpool_insert(&tp, m.e[i].hash,
+										 (uint32) (m.e[i].tid >> 16),
+										 (uint16) m.e[i].tid);
+
+		if (!CHECKF(r == PMH_INSERT_EXISTS, "re-insert %d: result %d", i, (int) r))
+			break;
+	}
+	CHECK(tp.pool.stats.persists == before.persists);
+	CHECK(tpool_used(&tp) == used);
+	CHECK(check_structure(&tp, "dups") == live);
+	verify_model(&tp, &m, 100, "dups again");
+	free(tags);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* delete half of the entries should go?  a pure function of (hash, TID) */
+static bool
+chosen_for_delete(uint64 hash, uint64 tid)
+{
+	uint64		s = hash ^ (tid * UINT64CONST(0xff51afd7ed558ccd));
+
+	return (rng_next(&s) & 1) != 0;
+}
+
+/* delete a random half by slots, check, re-insert, check the space reuse */
+static void
+test_delete_reinsert(void)
+{
+	TPool		tp;
+	TPool		img;
+	Model		m;
+	Model		del;
+	size_t		i;
+	size_t		n;
+	uint64		s;
+	uint64		used;
+	uint64		splits;
+	uint64		ovf;
+	size_t		want_del = 0;
+	PmhRecoveryResult res;
+
+	memset(&m, 0, sizeof(m));
+	memset(&del, 0, sizeof(del));
+	if (!tpool_create(&tp, "delete", 16))
+		return;
+	workload_random(&tp, &m, S->n_random, true);
+	for (i = 0; i < m.n; i++)
+		if (chosen_for_delete(m.e[i].hash, m.e[i].tid))
+			want_del++;
+
+	/* find the slots through the metadata's occupancy bits */
+	for (s = 0; s < tp.nseg; s++)
+	{
+		const PmhEntry *e;
+		int			b;
+
+		if (tp.role[s] == T_FREE)
+			continue;
+		e = pmh_seg_entries(&tp.pool, (uint32) s);
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			uint16		occ = tp.meta[s].occ[b];
+			uint16		mask = 0;
+			int			k;
+
+			for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+			{
+				const PmhEntry *x = &e[b * PMH_BUCKET_SLOTS + k];
+
+				if ((occ & (1 << k)) &&
+					chosen_for_delete(x->hash, tid_of_tag(x->tag)))
+				{
+					mask |= (uint16) (1 << k);
+					model_add(&del, x->hash, pmh_tag_block(x->tag),
+							  pmh_tag_offset(x->tag));
+				}
+			}
+			if (mask == 0)
+				continue;
+			CHECK(pmh_delete_slots(&tp.pool, &tp.meta[s], (uint32) s, b, mask) == 0);
+			CHECK((tp.meta[s].occ[b] & mask) == 0);
+			for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+				if (mask & (1 << k))
+					CHECK(e[b * PMH_BUCKET_SLOTS + k].tag == 0);
+		}
+	}
+	CHECKF(del.n == want_del, "deleted %zu slots, wanted %zu", del.n, want_del);
+	for (i = n = 0; i < m.n; i++)
+		if (!chosen_for_delete(m.e[i].hash, m.e[i].tid))
+			m.e[n++] = m.e[i];
+	m.n = n;
+	verify_model(&tp, &m, S->n_absent / 4, "after delete");
+	/* the deleted pairs are gone (their hashes find only kept TIDs, if any) */
+	{
+		uint64	   *tags = NULL;
+		int			cap = 0;
+
+		for (i = 0; i < del.n; i++)
+		{
+			int			k;
+			int			n = tpool_lookup(&tp, del.e[i].hash, &tags, &cap);
+
+			for (k = 0; k < n; k++)
+				if (!CHECKF(tid_of_tag(tags[k]) != del.e[i].tid,
+							"deleted (%016llx, (%u,%u)) still found",
+							(unsigned long long) del.e[i].hash,
+							(uint32) (del.e[i].tid >> 16), (uint16) del.e[i].tid))
+					break;
+		}
+		free(tags);
+	}
+
+	/* the deletes are persistent: a copy recovers to the same */
+	if (tpool_copy(&img, &tp, "delete-img"))
+	{
+		CHECK(tpool_recover(&img, &res, NULL, NULL) == 0);
+		CHECK(res.orphans_cleared == 0);
+		verify_model(&img, &m, 1000, "after delete, recovered");
+	}
+	tpool_close(&img);
+
+	/* re-insert the same pairs: the freed slots are reused */
+	used = tpool_used(&tp);
+	splits = tp.splits;
+	ovf = tp.overflows_added;
+	for (i = 0; i < del.n; i++)
+	{
+		PmhInsertResult r = tpool_insert(&tp, del.e[i].hash,
+										 (uint32) (del.e[i].tid >> 16),
+										 (uint16) del.e[i].tid);
+
+		if (!CHECKF(r == PMH_INSERT_DONE, "re-insert %zu: %d", i, (int) r))
+			break;
+		model_add(&m, del.e[i].hash, (uint32) (del.e[i].tid >> 16),
+				  (uint16) del.e[i].tid);
+	}
+	printf("#   deleted and re-inserted %zu of %d entries; segments in use %llu -> %llu, "
+		   "splits +%llu, overflow segments +%llu\n", del.n, S->n_random,
+		   (unsigned long long) used, (unsigned long long) tpool_used(&tp),
+		   (unsigned long long) (tp.splits - splits),
+		   (unsigned long long) (tp.overflows_added - ovf));
+	CHECKF(tpool_used(&tp) == used, "segments in use grew from %llu to %llu",
+		   (unsigned long long) used, (unsigned long long) tpool_used(&tp));
+	verify_model(&tp, &m, S->n_absent / 4, "re-inserted");
+	model_free(&m);
+	model_free(&del);
+	tpool_close(&tp);
+}
+
+/*
+ * Compare the metadata rebuilt by recovery with the live metadata: roles,
+ * owners, words, links, occupancy, fingerprints of live slots, nlive, and
+ * the directory.
+ */
+static void
+compare_recovered(TPool *live, TPool *rec, const PmhSegRole *roles,
+				  const uint32 *owner, const PmhRecoveryResult *res)
+{
+	uint32	   *live_owner = pg_malloc(live->nseg * sizeof(uint32));
+	uint64		i;
+	uint64		nprim;
+	uint64		novf;
+	int			b;
+
+	tpool_count(live, &nprim, &novf);
+	CHECKF(res->primaries == nprim && res->overflows == novf,
+		   "recovery found %llu primaries, %llu overflow segments; live %llu, %llu",
+		   (unsigned long long) res->primaries, (unsigned long long) res->overflows,
+		   (unsigned long long) nprim, (unsigned long long) novf);
+	CHECK(res->orphans_cleared == 0);
+	CHECK(res->error[0] == '\0');
+	CHECKF(res->global_depth == live->gd, "global depth %d, live %d",
+		   res->global_depth, live->gd);
+	if (!CHECK(rec->nseg == live->nseg && rec->gd == live->gd))
+	{
+		free(live_owner);
+		return;
+	}
+
+	for (i = 0; i < live->nseg; i++)
+		live_owner[i] = PMH_NO_SEGMENT;
+	for (i = 0; i < live->nseg; i++)
+	{
+		uint32		s;
+
+		if (live->role[i] != T_PRIMARY)
+			continue;
+		for (s = live->meta[i].ovf_next; s != PMH_NO_SEGMENT; s = live->meta[s].ovf_next)
+			live_owner[s] = (uint32) i;
+	}
+
+	for (i = 0; i < live->nseg; i++)
+	{
+		PmhSegMeta *a = &live->meta[i];
+		PmhSegMeta *c = &rec->meta[i];
+		PmhSegRole	want = live->role[i] == T_PRIMARY ? PMH_SEG_PRIMARY :
+			live->role[i] == T_OVERFLOW ? PMH_SEG_OVERFLOW : PMH_SEG_FREE;
+
+		if (!CHECKF(roles[i] == want, "segment %llu: role %d, live %d",
+					(unsigned long long) i, (int) roles[i], (int) want))
+			continue;
+		if (want == PMH_SEG_FREE)
+			continue;
+		if (want == PMH_SEG_OVERFLOW)
+			CHECKF(owner[i] == live_owner[i], "overflow %llu: owner %u, live %u",
+				   (unsigned long long) i, owner[i], live_owner[i]);
+		CHECKF(a->word == c->word, "segment %llu: word %016llx, live %016llx",
+			   (unsigned long long) i, (unsigned long long) c->word,
+			   (unsigned long long) a->word);
+		CHECKF(a->ovf_next == c->ovf_next, "segment %llu: ovf_next %u, live %u",
+			   (unsigned long long) i, c->ovf_next, a->ovf_next);
+		CHECKF(a->nlive == c->nlive, "segment %llu: nlive %u, live %u",
+			   (unsigned long long) i, c->nlive, a->nlive);
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			int			k;
+
+			if (!CHECKF(a->occ[b] == c->occ[b],
+						"segment %llu bucket %d: occ %04x, live %04x",
+						(unsigned long long) i, b, c->occ[b], a->occ[b]))
+				continue;
+			/* fingerprints matter (and are defined) for live slots only */
+			for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+				if (a->occ[b] & (1 << k))
+					CHECKF(a->fp[b * PMH_BUCKET_SLOTS + k] == c->fp[b * PMH_BUCKET_SLOTS + k],
+						   "segment %llu slot %d: fp %02x, live %02x",
+						   (unsigned long long) i, b * PMH_BUCKET_SLOTS + k,
+						   c->fp[b * PMH_BUCKET_SLOTS + k],
+						   a->fp[b * PMH_BUCKET_SLOTS + k]);
+		}
+	}
+	for (i = 0; i < (UINT64CONST(1) << live->gd); i++)
+		if (!CHECKF(live->dir[i] == rec->dir[i], "directory %llu: %u, live %u",
+					(unsigned long long) i, rec->dir[i], live->dir[i]))
+			break;
+	CHECK(rec->nfree == live->nfree);
+	free(live_owner);
+}
+
+/* recovery of a cleanly written pool rebuilds the same metadata */
+static void
+test_recovery_clean(void)
+{
+	TPool		tp;
+	TPool		img;
+	Model		m;
+	PmhRecoveryResult res;
+	PmhSegRole *roles = NULL;
+	uint32	   *owner = NULL;
+	uint64		H = rnd();
+	PmhPersistStats before;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "recover", 2))
+		return;
+	workload_random(&tp, &m, S->n_random, true);
+	/* and a long chain, so that overflow segments take part */
+	insert_dups(&tp, &m, H, 2200, 9000000, true);
+
+	if (tpool_copy(&img, &tp, "recover-img"))
+	{
+		int			rc = tpool_recover(&img, &res, &roles, &owner);
+
+		if (CHECKF(rc == 0, "pmh_recover: rc %d: %s", rc, res.error))
+		{
+			compare_recovered(&tp, &img, roles, owner, &res);
+			verify_model(&img, &m, S->n_absent / 4, "recovered");
+			/* the recovered pool takes more inserts like the live one */
+			workload_random(&img, &m, S->n_random / 10, true);
+			verify_model(&img, &m, 1000, "recovered + inserts");
+		}
+		free(roles);
+		free(owner);
+	}
+	tpool_close(&img);
+
+	/* recovery in place of a clean pool writes nothing */
+	before = tp.pool.stats;
+	{
+		uint64		nseg = tp.nseg;
+		PmhSegRole *r = pg_malloc(nseg * sizeof(PmhSegRole));
+		uint32	   *o = pg_malloc(nseg * sizeof(uint32));
+		uint64	   *sc = pg_malloc(2 * nseg * sizeof(uint64));
+
+		CHECK(pmh_recover(&tp.pool, r, o, sc, &res) == 0);
+		CHECK(res.orphans_cleared == 0 && res.error[0] == '\0');
+		CHECK(tp.pool.stats.persists == before.persists);
+		free(r);
+		free(o);
+		free(sc);
+	}
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* crash image of a split that wrote the new segment but not the publish */
+static void
+crash_split(TPool *tp, Model *m, const char *what, int expect_chain_min)
+{
+	TPool		img;
+	uint64		hash;
+	uint32		block;
+	uint16		offset;
+	uint32		segno;
+	uint32		newseg;
+	uint32		s;
+	uint64		old_word;
+	uint64		nprim;
+	uint64		novf;
+	int			lnew;
+	PmhRecoveryResult res;
+	PmhSegRole *roles = NULL;
+	int			rc;
+	int			i;
+
+	if (!insert_until(tp, m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
+					  &segno, true))
+		return;
+	old_word = pmh_seg_header(&tp->pool, segno)->word;
+	newseg = tpool_split(tp, segno);
+	if (newseg == PMH_NO_SEGMENT)
+		return;
+	lnew = chain_length(tp, newseg);
+	CHECKF(lnew >= expect_chain_min, "%s: the new half has a chain of %d", what, lnew);
+	tpool_count(tp, &nprim, &novf);
+
+	/* the image: everything of the split persisted except the publish */
+	if (!tpool_copy(&img, tp, what))
+		return;
+	CHECK(pmh_seg_header(&img.pool, segno)->word != old_word);
+	pmh_seg_header(&img.pool, segno)->word = old_word;
+
+	rc = tpool_recover(&img, &res, &roles, NULL);
+	if (CHECKF(rc == 0, "%s: pmh_recover: rc %d: %s", what, rc, res.error))
+	{
+		CHECKF(res.orphans_cleared == (uint64) (1 + lnew),
+			   "%s: %llu orphans cleared, expected the new segment and its %d overflow segments",
+			   what, (unsigned long long) res.orphans_cleared, lnew);
+		CHECK(res.primaries == nprim - 1);
+		CHECK(pmh_seg_header(&img.pool, newseg)->word == 0);
+		CHECK(roles[newseg] == PMH_SEG_FREE);
+		for (s = tp->meta[newseg].ovf_next; s != PMH_NO_SEGMENT; s = tp->meta[s].ovf_next)
+			CHECK(roles[s] == PMH_SEG_FREE && pmh_seg_header(&img.pool, s)->word == 0);
+		CHECK(img.meta[segno].word == old_word);
+		verify_model(&img, m, 1000, what);
+
+		/* a second recovery finds nothing more to do */
+		CHECK(tpool_recover(&img, &res, NULL, NULL) == 0);
+		CHECK(res.orphans_cleared == 0);
+
+		/* both pools go on: the pending entry and more, same results */
+		CHECK(tpool_insert(&img, hash, block, offset) == PMH_INSERT_DONE);
+		CHECK(tpool_insert(tp, hash, block, offset) == PMH_INSERT_DONE);
+		model_add(m, hash, block, offset);
+		for (i = 0; i < S->n_after; i++)
+		{
+			uint64		h = rnd();
+
+			rnd_tid(&block, &offset);
+			CHECK(tpool_insert(&img, h, block, offset) == PMH_INSERT_DONE);
+			CHECK(tpool_insert(tp, h, block, offset) == PMH_INSERT_DONE);
+			model_add(m, h, block, offset);
+		}
+		verify_model(&img, m, 1000, what);
+		verify_model(tp, m, 1000, what);
+	}
+	free(roles);
+	tpool_close(&img);
+}
+
+/* recovery clears the new half of a split that was not published */
+static void
+test_crash_split_unpublished(void)
+{
+	TPool		tp;
+	Model		m;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "crash-split", 4))
+		return;
+	workload_random(&tp, &m, S->n_small, true);
+	crash_split(&tp, &m, "crash-split", 0);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* the same, where the new half has an overflow chain of its own */
+static void
+test_crash_split_chain(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		H = rnd() | (UINT64CONST(1) << 63);
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "crash-split-chain", 4))
+		return;
+	/* duplicates whose top bit is 1 move to the new half at the first split */
+	insert_dups(&tp, &m, H, S->n_dups, 100, true);
+	CHECK(chain_length(&tp, 0) >= 1);
+	CHECK(tp.splits == 0);
+	crash_split(&tp, &m, "crash-split-chain", 1);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* crash image of pmh_add_overflow before the link; check recovery */
+static void
+crash_overflow(TPool *tp, Model *m, uint64 H, uint32 base, const char *what)
+{
+	TPool		img;
+	uint32		segno = PMH_NO_SEGMENT;
+	uint32		newseg;
+	uint64		old_link;
+	PmhRecoveryResult res;
+	PmhSegRole *roles = NULL;
+	int			i;
+	int			rc;
+	PmhInsertResult r = PMH_INSERT_DONE;
+
+	/* more duplicates until one needs an overflow segment */
+	setup_begin(tp, true);
+	for (i = 0; i < 100000; i++)
+	{
+		uint32		block = base + (uint32) (i / 1000);
+		uint16		offset = (uint16) (1 + i % 1000);
+
+		r = tpool_insert_ex(tp, H, block, offset, STOP_OVERFLOW, &segno);
+		if (r == PMH_INSERT_OVERFLOW)
+			break;
+		if (!CHECKF(r == PMH_INSERT_DONE, "%s: insert: %d", what, (int) r))
+			break;
+		model_add(m, H, block, offset);
+	}
+	setup_end(tp);
+	if (!CHECK(r == PMH_INSERT_OVERFLOW))
+		return;
+	old_link = pmh_seg_header(&tp->pool, segno)->ovf_next;
+	newseg = tpool_add_overflow(tp, segno);
+	if (newseg == PMH_NO_SEGMENT)
+		return;
+	CHECK(pmh_seg_header(&tp->pool, newseg)->ovf_next == old_link);
+
+	if (!tpool_copy(&img, tp, what))
+		return;
+	pmh_seg_header(&img.pool, segno)->ovf_next = old_link;
+	rc = tpool_recover(&img, &res, &roles, NULL);
+	if (CHECKF(rc == 0, "%s: pmh_recover: rc %d: %s", what, rc, res.error))
+	{
+		CHECKF(res.orphans_cleared == 1, "%s: %llu orphans cleared", what,
+			   (unsigned long long) res.orphans_cleared);
+		CHECK(roles[newseg] == PMH_SEG_FREE);
+		CHECK(pmh_seg_header(&img.pool, newseg)->word == 0);
+		CHECK(img.meta[segno].ovf_next ==
+			  (old_link == 0 ? PMH_NO_SEGMENT : (uint32) (old_link - 1)));
+		verify_model(&img, m, 200, what);
+	}
+	free(roles);
+	tpool_close(&img);
+
+	/* the live pool goes on */
+	CHECK(tpool_insert(tp, H, base + 999, 999) == PMH_INSERT_DONE);
+	model_add(m, H, base + 999, 999);
+}
+
+/* recovery clears an overflow segment that was persisted but not linked */
+static void
+test_crash_overflow_unlinked(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		H = rnd();
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "crash-ovf", 4))
+		return;
+	workload_random(&tp, &m, 200, true);
+	/* the first overflow segment of a chain, then one in front of it */
+	crash_overflow(&tp, &m, H, 1000, "crash-ovf-first");
+	crash_overflow(&tp, &m, H, 2000, "crash-ovf-second");
+	CHECK(chain_length(&tp, tp.dir[pmh_dir_index(H, tp.gd)]) == 2);
+	verify_model(&tp, &m, 1000, "crash-ovf live");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* a corruption applied to a copy must make pmh_recover fail with a reason */
+static void
+expect_corrupt(TPool *src, const char *what, int kind, uint32 a, uint32 b)
+{
+	TPool		img;
+	PmhRecoveryResult res;
+	PmhSegHeader *h;
+	int			rc;
+
+	if (!tpool_copy(&img, src, what))
+		return;
+	h = pmh_seg_header(&img.pool, a);
+	switch (kind)
+	{
+		case 0:					/* a's word := b's word */
+			h->word = pmh_seg_header(&img.pool, b)->word;
+			h->ovf_next = 0;
+			break;
+		case 1:					/* a's word := 0 */
+			h->word = 0;
+			break;
+		case 2:					/* a's link := segment b */
+			h->ovf_next = (uint64) b + 1;
+			break;
+		case 3:					/* a's word := garbage (with the valid bit) */
+			h->word = T_WORD_VALID | (rnd() >> 1);
+			if (pmh_segword_is_valid(h->word))
+				h->word ^= 1;
+			break;
+		case 4:					/* flip bit b of a's word */
+			h->word ^= UINT64CONST(1) << b;
+			break;
+	}
+	memset(&res, 0, sizeof(res));
+	rc = tpool_recover(&img, &res, NULL, NULL);
+	CHECKF(rc == -1 && res.error[0] != '\0',
+		   "%s: pmh_recover returned %d with error \"%s\"", what, rc, res.error);
+	if (res.error[0])
+		printf("#     %s: \"%s\"\n", what, res.error);
+	tpool_close(&img);
+}
+
+/* corrupt pools are refused, with an error message */
+static void
+test_corruption(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		H = rnd();
+	uint32		p;
+	uint32		q;
+	uint32		last;
+	uint32		ovfseg;
+	uint32		freeseg;
+	uint64		i;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "corrupt", 4))
+		return;
+	workload_random(&tp, &m, S->n_small, true);
+	insert_dups(&tp, &m, H, 1200, 100, true);
+	CHECK(tpool_ensure_free(&tp, 1));
+	freeseg = tp.freesegs[tp.nfree - 1];
+	p = tp.dir[pmh_dir_index(H, tp.gd)];
+	ovfseg = tp.meta[p].ovf_next;
+	last = tp.dir[(UINT64CONST(1) << tp.gd) - 1];
+	q = tp.dir[0] == p ? last : tp.dir[0];
+	if (!CHECK(ovfseg != PMH_NO_SEGMENT && p != q && tp.gd >= 1))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	/* the untouched pool is fine */
+	{
+		TPool		img;
+		PmhRecoveryResult res;
+
+		if (tpool_copy(&img, &tp, "corrupt-none"))
+		{
+			CHECK(tpool_recover(&img, &res, NULL, NULL) == 0);
+			CHECK(res.error[0] == '\0' && res.orphans_cleared == 0);
+		}
+		tpool_close(&img);
+	}
+
+	expect_corrupt(&tp, "two primaries with the same depth and prefix", 0, freeseg, p);
+	expect_corrupt(&tp, "two primaries with the same depth and prefix (first)", 0,
+				   freeseg, tp.dir[0]);
+	expect_corrupt(&tp, "gap: a primary cleared", 1, p, 0);
+	expect_corrupt(&tp, "gap at the end of the hash space", 1, last, 0);
+	expect_corrupt(&tp, "gap at the start of the hash space", 1, tp.dir[0], 0);
+	expect_corrupt(&tp, "chain pointer past the end", 2, p, (uint32) tp.nseg + 5);
+	expect_corrupt(&tp, "chain pointer far past the end", 2, p, UINT32_MAX - 1);
+	expect_corrupt(&tp, "chain pointer at a primary", 2, p, q);
+	expect_corrupt(&tp, "chain pointer at itself", 2, p, p);
+	expect_corrupt(&tp, "chain pointer at a free segment", 2, p, freeseg);
+	expect_corrupt(&tp, "chain cycle", 2, ovfseg, ovfseg);
+	expect_corrupt(&tp, "overflow segment on two chains", 2, q, ovfseg);
+	expect_corrupt(&tp, "garbage word in a free segment", 3, freeseg, 0);
+	expect_corrupt(&tp, "garbage word in a primary", 3, q, 0);
+	for (i = 0; i < 64; i += 9)
+		expect_corrupt(&tp, "bit flip in a primary's word", 4, p, (uint32) i);
+	expect_corrupt(&tp, "bit flip in an overflow segment's word", 4, ovfseg, 40);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* pmh_meta_load of a copy of segment segno, after a change to one slot */
+static uint32
+nlive_after(TPool *tp, uint32 segno, int slot, uint64 hash, uint64 tag,
+			uint16 *occ_out)
+{
+	TPool		img;
+	PmhSegMeta *m = pg_malloc(sizeof(PmhSegMeta));
+	uint32		n;
+
+	if (!tpool_copy(&img, tp, "torn"))
+	{
+		free(m);
+		return UINT32_MAX;
+	}
+	pmh_seg_entries(&img.pool, segno)[slot].hash = hash;
+	pmh_seg_entries(&img.pool, segno)[slot].tag = tag;
+	pmh_meta_load(&img.pool, segno, tp->meta[segno].word, m);
+	n = m->nlive;
+	*occ_out = m->occ[slot / PMH_BUCKET_SLOTS];
+	free(m);
+	tpool_close(&img);
+	return n;
+}
+
+/* torn entries are not counted by pmh_meta_load */
+static void
+test_torn_entries(void)
+{
+	TPool		tp;
+	Model		m;
+	uint32		p;
+	uint64		w;
+	int			slot = -1;
+	int			dslot = -1;
+	int			k;
+	uint64		h;
+	uint64		old_hash;
+	uint32		nlive;
+	uint16		occ;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "torn", 4))
+		return;
+	workload_random(&tp, &m, 3000, true);
+	p = tp.dir[0];
+	w = tp.meta[p].word;
+	nlive = tp.meta[p].nlive;
+
+	/* a never-used slot (tag 0) and a live slot to delete */
+	for (k = 0; k < PMH_SEG_SLOTS; k++)
+	{
+		const PmhEntry *e = &pmh_seg_entries(&tp.pool, p)[k];
+		bool		occupied = (tp.meta[p].occ[k / PMH_BUCKET_SLOTS] >>
+								(k % PMH_BUCKET_SLOTS)) & 1;
+
+		if (!occupied && e->hash == 0 && e->tag == 0 && slot < 0)
+			slot = k;
+		if (occupied && dslot < 0)
+			dslot = k;
+	}
+	if (!CHECK(slot >= 0 && dslot >= 0))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	h = (rnd() >> pmh_segword_depth(w) >> 1) |
+		(pmh_segword_depth(w) ? pmh_segword_prefix(w) << (64 - pmh_segword_depth(w)) : 0);
+	CHECK(pmh_hash_in_segment(h, w));
+
+	/* hash written, tag not (still 0) */
+	CHECK(nlive_after(&tp, p, slot, h, 0, &occ) == nlive);
+	CHECK((occ & (1 << (slot % PMH_BUCKET_SLOTS))) == 0);
+	/* a tag whose fingerprint copy does not match the hash */
+	CHECK(nlive_after(&tp, p, slot, h, pmh_tag_make(h ^ 0x5a, 1, 1), &occ) == nlive);
+	/* a tag without the live marker */
+	CHECK(nlive_after(&tp, p, slot, h,
+					  pmh_tag_make(h, 1, 1) & ~(UINT64CONST(0xff) << 56), &occ) == nlive);
+	/* a tag with offset 0 */
+	CHECK(nlive_after(&tp, p, slot, h, pmh_tag_make(h, 1, 0), &occ) == nlive);
+	/* the complete entry is counted: the probe itself is sound */
+	CHECK(nlive_after(&tp, p, slot, h, pmh_tag_make(h, 1, 1), &occ) == nlive + 1);
+	CHECK((occ & (1 << (slot % PMH_BUCKET_SLOTS))) != 0);
+
+	/*
+	 * A deleted slot (tag 0) being reused: new hash without tag, and old
+	 * hash with the new tag (fingerprints differ).
+	 */
+	CHECK(pmh_delete_slots(&tp.pool, &tp.meta[p], p, dslot / PMH_BUCKET_SLOTS,
+						   (uint16) (1 << (dslot % PMH_BUCKET_SLOTS))) == 0);
+	nlive = tp.meta[p].nlive;
+	old_hash = pmh_seg_entries(&tp.pool, p)[dslot].hash;
+	h = (old_hash & ~UINT64CONST(0xffff)) | (rnd() & 0xffff);
+	if (pmh_fingerprint(h) == pmh_fingerprint(old_hash))
+		h ^= 1;
+	CHECK(nlive_after(&tp, p, dslot, h, 0, &occ) == nlive);
+	CHECK(nlive_after(&tp, p, dslot, old_hash, pmh_tag_make(h, 3, 3), &occ) == nlive);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* ---------------------------------------------------------------------
+ * Store tracing: every intermediate state of one bucket line during an
+ * operation.  The line's page is made read-only; a store faults, the
+ * SIGSEGV handler makes the page writable and sets the trap flag, the store
+ * executes, and the SIGTRAP handler snapshots the line and protects the
+ * page again.  Under x86-TSO the contents of one cache line that can reach
+ * the media (by write-back at any moment, or by msync of the page) are
+ * always one of these snapshots, so each is a possible crash image.
+ * ---------------------------------------------------------------------
+ */
+#if defined(__x86_64__) && defined(__linux__)
+#define HAVE_STORE_TRACE 1
+#define MAX_TRACE		64
+#define X86_EFLAGS_TF	0x100
+
+typedef struct StoreTrace
+{
+	char	   *page;
+	size_t		pagesize;
+	const PmhEntry *line;		/* the watched bucket (16 entries) */
+	PmhEntry	states[MAX_TRACE][PMH_BUCKET_SLOTS];
+	int			nstates;
+	int			faults;
+	volatile sig_atomic_t active;
+} StoreTrace;
+
+static StoreTrace trace;
+
+/* a store to the protected page: let it run for one instruction */
+static void
+trace_segv(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = (ucontext_t *) ucv;
+	char	   *a = (char *) si->si_addr;
+
+	if (!trace.active || a < trace.page || a >= trace.page + trace.pagesize)
+	{
+		/* not ours: die with the default action on return */
+		signal(SIGSEGV, SIG_DFL);
+		return;
+	}
+	trace.faults++;
+	mprotect(trace.page, trace.pagesize, PROT_READ | PROT_WRITE);
+	uc->uc_mcontext.gregs[REG_EFL] |= X86_EFLAGS_TF;
+}
+
+/* after the store: snapshot the line, protect the page again */
+static void
+trace_trap(int sig, siginfo_t *si, void *ucv)
+{
+	ucontext_t *uc = (ucontext_t *) ucv;
+
+	uc->uc_mcontext.gregs[REG_EFL] &= ~(greg_t) X86_EFLAGS_TF;
+	if (trace.nstates < MAX_TRACE)
+		memcpy(trace.states[trace.nstates++], trace.line,
+			   sizeof(PmhEntry) * PMH_BUCKET_SLOTS);
+	if (trace.active)
+		mprotect(trace.page, trace.pagesize, PROT_READ);
+}
+
+/* start tracing the stores to one bucket line of a pool */
+static bool
+trace_start(const PmhEntry *line, struct sigaction *old_segv,
+			struct sigaction *old_trap)
+{
+	struct sigaction sa;
+
+	memset(&trace, 0, sizeof(trace));
+	trace.pagesize = (size_t) sysconf(_SC_PAGESIZE);
+	trace.page = (char *) ((uintptr_t) line & ~(uintptr_t) (trace.pagesize - 1));
+	trace.line = line;
+	memcpy(trace.states[0], line, sizeof(PmhEntry) * PMH_BUCKET_SLOTS);
+	trace.nstates = 1;
+
+	memset(&sa, 0, sizeof(sa));
+	sa.sa_flags = SA_SIGINFO;
+	sigemptyset(&sa.sa_mask);
+	sa.sa_sigaction = trace_segv;
+	if (!CHECKF(sigaction(SIGSEGV, &sa, old_segv) == 0, "sigaction: %m"))
+		return false;
+	sa.sa_sigaction = trace_trap;
+	if (!CHECKF(sigaction(SIGTRAP, &sa, old_trap) == 0, "sigaction: %m"))
+		return false;
+	trace.active = 1;
+	return CHECKF(mprotect(trace.page, trace.pagesize, PROT_READ) == 0,
+				  "mprotect: %m");
+}
+
+/* stop tracing; the states are in trace.states[0 .. nstates) */
+static void
+trace_stop(const struct sigaction *old_segv, const struct sigaction *old_trap)
+{
+	trace.active = 0;
+	CHECKF(mprotect(trace.page, trace.pagesize, PROT_READ | PROT_WRITE) == 0,
+		   "mprotect: %m");
+	sigaction(SIGSEGV, old_segv, NULL);
+	sigaction(SIGTRAP, old_trap, NULL);
+	CHECKF(trace.nstates < MAX_TRACE, "more than %d stores traced", MAX_TRACE);
+	CHECKF(trace.faults == trace.nstates - 1, "%d faults, %d snapshots",
+		   trace.faults, trace.nstates - 1);
+}
+#endif							/* x86-64 Linux */
+
+/*
+ * Insert (h, TID) into slot "slot" of primary p (the slot the insert will
+ * choose), tracing the stores to its bucket line.  Every traced state, put
+ * into a crash image of the pool taken before the insert, must recover to
+ * either the old contents (h not found, nlive unchanged) or the complete new
+ * entry (h found once with its TID, nlive + 1): never anything else.
+ */
+static void
+check_insert_states(TPool *tp, uint32 p, int slot, uint64 h, uint32 block,
+					uint16 offset, const char *what)
+{
+#ifdef HAVE_STORE_TRACE
+	TPool		before;
+	const PmhEntry *line = &pmh_seg_entries(&tp->pool, p)[slot - slot % PMH_BUCKET_SLOTS];
+	PmhEntry	old = pmh_seg_entries(&tp->pool, p)[slot];
+	uint32		nlive = tp->meta[p].nlive;
+	struct sigaction old_segv;
+	struct sigaction old_trap;
+	PmhInsertResult r;
+	uint64	   *tags = NULL;
+	int			cap = 0;
+	int			i;
+
+	if (!tpool_copy(&before, tp, "states"))
+		return;
+	if (trace_start(line, &old_segv, &old_trap))
+	{
+		r = pmh_insert(&tp->pool, &tp->cb, p, h, block, offset);
+		trace_stop(&old_segv, &old_trap);
+		CHECKF(r == PMH_INSERT_DONE, "%s: insert: %d", what, (int) r);
+	}
+	CHECKF(pmh_seg_entries(&tp->pool, p)[slot].hash == h &&
+		   pmh_seg_entries(&tp->pool, p)[slot].tag == pmh_tag_make(h, block, offset),
+		   "%s: the insert did not use segment %u slot %d", what, p, slot);
+	printf("#   %s: %d stores to the bucket traced\n", what, trace.nstates - 1);
+
+	for (i = 0; i < trace.nstates; i++)
+	{
+		TPool		img;
+		PmhRecoveryResult res;
+		const PmhEntry *st = &trace.states[i][slot % PMH_BUCKET_SLOTS];
+		int			n;
+		bool		as_old;
+		bool		as_new;
+
+		if (!tpool_copy(&img, &before, "states-img"))
+			break;
+		memcpy(&pmh_seg_entries(&img.pool, p)[slot - slot % PMH_BUCKET_SLOTS],
+			   trace.states[i], sizeof(PmhEntry) * PMH_BUCKET_SLOTS);
+		if (CHECK(tpool_recover(&img, &res, NULL, NULL) == 0))
+		{
+			n = tpool_lookup(&img, h, &tags, &cap);
+			as_old = n == 0 && img.meta[p].nlive == nlive;
+			as_new = n == 1 && tid_of_tag(tags[0]) == tid_of(block, offset) &&
+				img.meta[p].nlive == nlive + 1;
+			CHECKF(as_old || as_new,
+				   "%s: crash after store %d of %d: slot %d holds (hash %016llx, tag %016llx), "
+				   "was (%016llx, %016llx); recovery counts nlive %u (before %u) and "
+				   "hash %016llx finds %d entr%s%s%u,%u%s",
+				   what, i, trace.nstates - 1, slot,
+				   (unsigned long long) st->hash, (unsigned long long) st->tag,
+				   (unsigned long long) old.hash, (unsigned long long) old.tag,
+				   img.meta[p].nlive, nlive, (unsigned long long) h, n,
+				   n == 1 ? "y" : "ies", n > 0 ? ", TID (" : "",
+				   n > 0 ? pmh_tag_block(tags[0]) : 0,
+				   n > 0 ? pmh_tag_offset(tags[0]) : 0, n > 0 ? ")" : "");
+		}
+		tpool_close(&img);
+	}
+	free(tags);
+	tpool_close(&before);
+#else
+	printf("#   %s: store tracing needs x86-64 Linux; not checked\n", what);
+	CHECK(pmh_insert(&tp->pool, &tp->cb, p, h, block, offset) == PMH_INSERT_DONE);
+#endif
+}
+
+/* a hash of primary p whose home bucket is b and whose low byte is fp */
+static uint64
+hash_for(TPool *tp, uint32 p, int b, uint8 fp)
+{
+	uint64		w = tp->meta[p].word;
+	int			d = pmh_segword_depth(w);
+	uint64		h = rnd();
+
+	if (d > 0)
+		h = (h >> d) | (pmh_segword_prefix(w) << (64 - d));
+	return (h & ~UINT64CONST(0x3fff)) | ((uint64) b << 8) | fp;
+}
+
+/*
+ * Every state an insert passes through is safe to crash in, whatever the
+ * slot held before: a slot never used (tag 0), a slot VACUUM freed (tag 0,
+ * old hash), and a slot a split left behind (old hash of the other half and
+ * its complete, live-looking tag).  For the last, a crash after the new hash
+ * is stored but before the tag is leaves (new hash, old tag); when the new
+ * hash has the old one's low byte the fingerprint copy matches and the
+ * entry is taken for live: a (hash, TID) that was never inserted.
+ */
+static void
+test_torn_insert_states(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		s;
+	uint32		p = PMH_NO_SEGMENT;
+	int			slot = -1;
+	int			k;
+	PmhEntry	old;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "states", 4))
+		return;
+	workload_random(&tp, &m, Min(S->n_small, 5000), true);
+	CHECK(tp.splits > 0);
+
+	/* a primary's bucket whose first free slot holds an entry moved away */
+	for (s = 0; s < tp.nseg && slot < 0; s++)
+	{
+		int			b;
+
+		if (tp.role[s] != T_PRIMARY)
+			continue;
+		for (b = 0; b < PMH_SEG_BUCKETS && slot < 0; b++)
+		{
+			uint32		freebits = (~(uint32) tp.meta[s].occ[b]) & 0xffff;
+			const PmhEntry *e;
+
+			if (freebits == 0)
+				continue;
+			k = b * PMH_BUCKET_SLOTS + __builtin_ctz(freebits);
+			e = &pmh_seg_entries(&tp.pool, (uint32) s)[k];
+			if ((e->tag >> 56) == PMH_TAG_LIVE && pmh_tag_offset(e->tag) != 0 &&
+				((e->tag >> 48) & 0xff) == pmh_fingerprint(e->hash) &&
+				!pmh_hash_in_segment(e->hash, tp.meta[s].word))
+			{
+				p = (uint32) s;
+				slot = k;
+			}
+		}
+	}
+	if (CHECKF(slot >= 0, "no slot left behind by a split found"))
+	{
+		old = pmh_seg_entries(&tp.pool, p)[slot];
+		/* same low byte as the entry that moved away */
+		check_insert_states(&tp, p, slot,
+							hash_for(&tp, p, slot / PMH_BUCKET_SLOTS,
+									 pmh_fingerprint(old.hash)),
+							4242, 42, "slot left by a split, same fingerprint");
+	}
+
+	/*
+	 * A slot freed by VACUUM, reused by a hash with the same low byte: slot
+	 * 0 of a bucket whose slot 0 is live, deleted, is the bucket's first
+	 * free slot.
+	 */
+	p = tp.dir[0];
+	for (k = 0; k < PMH_SEG_SLOTS; k += PMH_BUCKET_SLOTS)
+		if (tp.meta[p].occ[k / PMH_BUCKET_SLOTS] & 1)
+			break;
+	if (CHECK(k < PMH_SEG_SLOTS))
+	{
+		int			b = k / PMH_BUCKET_SLOTS;
+
+		old = pmh_seg_entries(&tp.pool, p)[k];
+		CHECK(pmh_delete_slots(&tp.pool, &tp.meta[p], p, b, 1) == 0);
+		check_insert_states(&tp, p, k,
+							hash_for(&tp, p, b, pmh_fingerprint(old.hash)),
+							4343, 43, "slot freed by VACUUM");
+	}
+
+	/* a slot never used */
+	for (s = 0, slot = -1; s < PMH_SEG_SLOTS && slot < 0; s++)
+	{
+		const PmhEntry *e = &pmh_seg_entries(&tp.pool, p)[s];
+		int			b = (int) s / PMH_BUCKET_SLOTS;
+		uint32		freebits = (~(uint32) tp.meta[p].occ[b]) & 0xffff;
+
+		if (freebits && b * PMH_BUCKET_SLOTS + __builtin_ctz(freebits) == (int) s &&
+			e->hash == 0 && e->tag == 0)
+			slot = (int) s;
+	}
+	if (CHECK(slot >= 0))
+		check_insert_states(&tp, p, slot,
+							hash_for(&tp, p, slot / PMH_BUCKET_SLOTS, 0x5a),
+							4444, 44, "slot never used");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * Every state VACUUM's pmh_delete_slots passes through recovers to each
+ * touched entry either still there or deleted, and the others untouched.
+ */
+static void
+test_torn_delete_states(void)
+{
+	TPool		tp;
+	TPool		before;
+	Model		m;
+	uint32		p;
+	int			b;
+	uint16		mask;
+	uint16		occ;
+	PmhEntry	orig[PMH_BUCKET_SLOTS];
+	uint64	   *tags = NULL;
+	int			cap = 0;
+	int			i;
+	int			k;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "delstates", 4))
+		return;
+	workload_random(&tp, &m, 2000, true);
+	p = tp.dir[0];
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		if (__builtin_popcount(tp.meta[p].occ[b]) >= 4)
+			break;
+	if (!CHECK(b < PMH_SEG_BUCKETS) || !tpool_copy(&before, &tp, "delstates"))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	occ = tp.meta[p].occ[b];
+	mask = occ & 0x5555;		/* every other live slot */
+	if (mask == 0)
+		mask = occ & (uint16) -occ;
+	memcpy(orig, &pmh_seg_entries(&tp.pool, p)[b * PMH_BUCKET_SLOTS], sizeof(orig));
+
+#ifdef HAVE_STORE_TRACE
+	{
+		struct sigaction old_segv;
+		struct sigaction old_trap;
+
+		if (trace_start(&pmh_seg_entries(&tp.pool, p)[b * PMH_BUCKET_SLOTS],
+						&old_segv, &old_trap))
+		{
+			CHECK(pmh_delete_slots(&tp.pool, &tp.meta[p], p, b, mask) == 0);
+			trace_stop(&old_segv, &old_trap);
+		}
+		CHECK(trace.nstates - 1 >= __builtin_popcount(mask));
+		for (i = 0; i < trace.nstates; i++)
+		{
+			TPool		img;
+			PmhRecoveryResult res;
+
+			if (!tpool_copy(&img, &before, "delstates-img"))
+				break;
+			memcpy(&pmh_seg_entries(&img.pool, p)[b * PMH_BUCKET_SLOTS],
+				   trace.states[i], sizeof(orig));
+			if (CHECK(tpool_recover(&img, &res, NULL, NULL) == 0))
+			{
+				for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+				{
+					int			n;
+
+					if (!(occ & (1 << k)))
+						continue;
+					n = tpool_lookup(&img, orig[k].hash, &tags, &cap);
+					if (mask & (1 << k))
+						CHECKF(n == 0 || (n == 1 && tags[0] == orig[k].tag),
+							   "store %d: deleted slot %d: %d found", i, k, n);
+					else
+						CHECKF(n == 1 && tags[0] == orig[k].tag,
+							   "store %d: kept slot %d: %d found", i, k, n);
+				}
+			}
+			tpool_close(&img);
+		}
+	}
+#else
+	CHECK(pmh_delete_slots(&tp.pool, &tp.meta[p], p, b, mask) == 0);
+	printf("#   store tracing needs x86-64 Linux; not checked\n");
+#endif
+	free(tags);
+	tpool_close(&before);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * A full primary whose entries would all stay on one side of a split gets
+ * an overflow segment instead (pmh_split_is_useful); once the other side
+ * holds a useful share, it splits.
+ */
+static void
+test_split_usefulness(void)
+{
+	TPool		tp;
+	Model		m;
+	int			i;
+	int			n = S->bulk_setup ? 1500 : 3000;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "useful", 4))
+		return;
+	/* every hash has top bit 0: a split at depth 0 would move nothing */
+	setup_begin(&tp, true);
+	for (i = 0; i < n; i++)
+	{
+		uint64		h = rnd() >> 1;
+		uint32		block;
+		uint16		offset;
+
+		rnd_tid(&block, &offset);
+		if (!CHECKF(tpool_insert(&tp, h, block, offset) == PMH_INSERT_DONE,
+					"skewed insert %d", i))
+			break;
+		model_add(&m, h, block, offset);
+	}
+	setup_end(&tp);
+	CHECKF(tp.splits == 0, "%llu splits of a segment whose entries all share bit 63",
+		   (unsigned long long) tp.splits);
+	CHECK(tp.meta[0].nlive >= PMH_SPLIT_MIN_FILL);
+	CHECK(chain_length(&tp, 0) >= 1);
+	verify_model(&tp, &m, 500, "skewed");
+
+	/* hashes with top bit 1: the split becomes useful and happens */
+	setup_begin(&tp, true);
+	for (i = 0; i < n && tp.splits == 0; i++)
+	{
+		uint64		h = rnd() | (UINT64CONST(1) << 63);
+		uint32		block;
+		uint16		offset;
+
+		rnd_tid(&block, &offset);
+		if (!CHECKF(tpool_insert(&tp, h, block, offset) == PMH_INSERT_DONE,
+					"insert %d", i))
+			break;
+		model_add(&m, h, block, offset);
+	}
+	setup_end(&tp);
+	CHECKF(tp.splits >= 1, "no split after %d entries with top bit 1", i);
+	printf("#   %d skewed entries: %d overflow segments, no split; split after %d "
+		   "entries of the other half\n", n, (int) tp.overflows_added, i);
+	verify_model(&tp, &m, 500, "skewed, then split");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * A split that runs out of free segments fails with ENOSPC and leaves the
+ * segment as it was.
+ */
+static void
+test_split_enospc(void)
+{
+	TPool		tp;
+	TPool		img;
+	Model		m;
+	uint64		H = rnd() | (UINT64CONST(1) << 63);
+	uint64		hash;
+	uint32		block;
+	uint16		offset;
+	uint32		segno;
+	uint32		newseg = PMH_NO_SEGMENT;
+	uint64		word;
+	uint32		nlive;
+	int			rc;
+	int			save_errno;
+	PmhRecoveryResult res;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "enospc", 4))
+		return;
+	/* the new half will need an overflow segment for these */
+	insert_dups(&tp, &m, H, 1500, 100, true);
+	if (!insert_until(&tp, &m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
+					  &segno, true))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	CHECK(segno == 0);
+	CHECK(tpool_ensure_free(&tp, pmh_segments_needed_for_split(&tp.cb, segno)));
+	word = tp.meta[segno].word;
+	nlive = tp.meta[segno].nlive;
+
+	/* room for the new segment only, not for its overflow segment */
+	tp.alloc_budget = 1;
+	tp.allocs = 0;
+	errno = 0;
+	rc = pmh_split(&tp.pool, &tp.cb, segno, &newseg);
+	save_errno = errno;
+	tp.alloc_budget = -1;
+	CHECKF(rc == -1, "pmh_split without enough free segments: rc %d", rc);
+	CHECKF(save_errno == ENOSPC,
+		   "pmh_split failed for want of a segment with errno %d (%s), not ENOSPC",
+		   save_errno, strerror(save_errno));
+	CHECK(tp.meta[segno].word == word && tp.meta[segno].nlive == nlive);
+	CHECK(pmh_seg_header(&tp.pool, segno)->word == word);
+	CHECK(tp.allocs == 1);
+
+	/* give the segment it took back; its metadata is scrap */
+	if (tp.allocs == 1 && tp.last_alloc != PMH_NO_SEGMENT)
+	{
+		pmh_meta_reset(&tp.meta[tp.last_alloc], 0);
+		tp.role[tp.last_alloc] = T_FREE;
+		tp.freesegs[tp.nfree++] = tp.last_alloc;
+
+		/* a crash now: the unpublished half is an orphan */
+		if (tpool_copy(&img, &tp, "enospc-img"))
+		{
+			CHECK(tpool_recover(&img, &res, NULL, NULL) == 0);
+			CHECKF(res.orphans_cleared == 1, "%llu orphans",
+				   (unsigned long long) res.orphans_cleared);
+			verify_model(&img, &m, 200, "enospc recovered");
+		}
+		tpool_close(&img);
+	}
+	verify_model(&tp, &m, 200, "enospc");
+
+	/* with room, the split and the insert go through */
+	CHECK(tpool_insert(&tp, hash, block, offset) == PMH_INSERT_DONE);
+	model_add(&m, hash, block, offset);
+	verify_model(&tp, &m, 200, "enospc then split");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/* a segment at the maximum depth overflows instead of splitting */
+static void
+test_max_depth(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		P = rnd() >> 16;
+	uint64		w = pmh_segword_make(PMH_MAX_DEPTH, P);
+	uint32		newseg;
+	int			i;
+	int			splits = 0;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "maxdepth", 8))
+		return;
+	/* make segment 0 cover one 48-bit prefix (directory bypassed) */
+	pmh_seg_header(&tp.pool, 0)->word = w;
+	tp.meta[0].word = w;
+	setup_begin(&tp, true);
+	for (i = 0; i < 3000; i++)
+	{
+		uint64		h = (P << 16) | (rnd() & 0xffff);
+		uint32		block = (uint32) i;
+		PmhInsertResult r;
+		int			round;
+
+		for (round = 0; round < 10; round++)
+		{
+			r = pmh_insert(&tp.pool, &tp.cb, 0, h, block, 1);
+			if (r == PMH_INSERT_SPLIT)
+				splits++;
+			if (r != PMH_INSERT_OVERFLOW)
+				break;
+			if (tpool_add_overflow(&tp, 0) == PMH_NO_SEGMENT)
+				break;
+		}
+		if (!CHECKF(r == PMH_INSERT_DONE, "insert %d: %d", i, (int) r))
+			break;
+		model_add(&m, h, block, 1);
+	}
+	setup_end(&tp);
+	CHECKF(splits == 0, "pmh_insert asked for %d splits at depth %d", splits,
+		   PMH_MAX_DEPTH);
+	CHECK(tp.meta[0].nlive >= PMH_SPLIT_MIN_FILL);
+	CHECK(chain_length(&tp, 0) >= 1);
+	errno = 0;
+	CHECK(pmh_split(&tp.pool, &tp.cb, 0, &newseg) == -1 && errno == ENOSPC);
+	CHECK(pmh_seg_header(&tp.pool, 0)->word == w);
+
+	/* every entry is found, through segment 0 */
+	qsort(m.e, m.n, sizeof(ModelEntry), cmp_model);
+	{
+		size_t		j;
+		size_t		k;
+		uint64	   *tags = pg_malloc(m.n * sizeof(uint64));
+
+		for (j = 0; j < m.n; j = k)
+		{
+			int			n;
+
+			for (k = j; k < m.n && m.e[k].hash == m.e[j].hash; k++)
+				;
+			n = pmh_lookup(&tp.pool, &tp.cb, 0, m.e[j].hash, tags, (int) m.n);
+			if (!CHECKF(n == (int) (k - j), "hash %016llx: %d found, %d expected",
+						(unsigned long long) m.e[j].hash, n, (int) (k - j)))
+				break;
+		}
+		free(tags);
+	}
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+static const TestDef tests[] = {
+	{"header", test_header},
+	{"header_file", test_header_file},
+	{"segment_words", test_segment_words},
+	{"tags", test_tags},
+	{"directory", test_directory},
+	{"persist_stats", test_persist_stats},
+	{"insert_lookup", test_insert_lookup},
+	{"duplicates", test_duplicates},
+	{"delete_reinsert", test_delete_reinsert},
+	{"recovery_clean", test_recovery_clean},
+	{"crash_split_unpublished", test_crash_split_unpublished},
+	{"crash_split_unpublished_chain", test_crash_split_chain},
+	{"crash_overflow_unlinked", test_crash_overflow_unlinked},
+	{"corruption", test_corruption},
+	{"torn_entries", test_torn_entries},
+	{"torn_insert_states", test_torn_insert_states},
+	{"torn_delete_states", test_torn_delete_states},
+	{"split_usefulness", test_split_usefulness},
+	{"split_enospc", test_split_enospc},
+	{"max_depth", test_max_depth},
+};
+
+/* ---------------------------------------------------------------------
+ * Driver
+ * ---------------------------------------------------------------------
+ */
+
+/* run every test once with the given sizes */
+static void
+run_suite(const Scale *scale)
+{
+	size_t		i;
+	double		t0 = now_seconds();
+
+	S = scale;
+	printf("# %s pass: seed %016llx, %d entries in the main workload\n",
+		   S->pass, (unsigned long long) g_seed, S->n_random);
+	for (i = 0; i < lengthof(tests); i++)
+		run_test(&tests[i], (int) i + 1);
+	printf("# %s pass: %.2f s\n", S->pass, now_seconds() - t0);
+	fflush(stdout);
+}
+
+/* start the msync pass in a child process writing to outpath */
+static pid_t
+start_msync_child(const char *argv0, const char *outpath)
+{
+	pid_t		pid;
+
+	fflush(stdout);
+	fflush(stderr);
+	pid = fork();
+	if (pid == 0)
+	{
+		int			fd = open(outpath, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+
+		if (fd < 0)
+			_exit(126);
+		dup2(fd, 1);
+		dup2(fd, 2);
+		close(fd);
+		execl("/proc/self/exe", argv0, "--pass=msync", (char *) NULL);
+		execl(argv0, argv0, "--pass=msync", (char *) NULL);
+		_exit(127);
+	}
+	return pid;
+}
+
+/*
+ * Wait for the msync pass and merge its output: its test lines are
+ * renumbered after ours and counted, its summary line is dropped.
+ */
+static void
+finish_msync_child(pid_t pid, const char *outpath)
+{
+	int			status = 0;
+	FILE	   *f;
+	char		line[4096];
+	int			child_tests = 0;
+	int			child_failed = 0;
+
+	if (waitpid(pid, &status, 0) != pid)
+		status = -1;
+	f = fopen(outpath, "r");
+	while (f && fgets(line, sizeof(line), f))
+	{
+		int			num;
+		int			pos = 0;
+		int			a;
+		int			b;
+
+		if (sscanf(line, "ok %d - %n", &num, &pos) == 1 && pos > 0)
+		{
+			ntests++;
+			npassed++;
+			child_tests++;
+			printf("ok %d - %s", ntests, line + pos);
+		}
+		else if (sscanf(line, "not ok %d - %n", &num, &pos) == 1 && pos > 0)
+		{
+			ntests++;
+			nfailed++;
+			child_tests++;
+			child_failed++;
+			printf("not ok %d - %s", ntests, line + pos);
+		}
+		else if (sscanf(line, "%d passed, %d failed", &a, &b) == 2 ||
+				 strncmp(line, "# total", 7) == 0)
+			continue;
+		else
+			fputs(line, stdout);
+	}
+	if (f)
+		fclose(f);
+	unlink(outpath);
+
+	/* a child that died, or failed without saying why, is a failure */
+	if (status == -1 || !WIFEXITED(status) ||
+		(WEXITSTATUS(status) != 0) != (child_failed > 0) ||
+		child_tests != (int) lengthof(tests))
+	{
+		ntests++;
+		nfailed++;
+		printf("#   msync pass: wait status %d, %d tests reported\n", status, child_tests);
+		printf("not ok %d - msync pass completed\n", ntests);
+	}
+}
+
+/* remove the temporary directory (and anything a failed test left there) */
+static void
+remove_tmpdir(void)
+{
+	char		cmd[MAXPGPATH + 32];
+	int			rc;
+
+	if (rmdir(g_tmpdir) == 0)
+		return;
+	printf("# note: %s was not empty; removing it\n", g_tmpdir);
+	snprintf(cmd, sizeof(cmd), "rm -rf '%s'", g_tmpdir);
+	rc = system(cmd);
+	(void) rc;
+}
+
+/* run both passes (or the one asked for) and print the summary */
+int
+main(int argc, char **argv)
+{
+	const char *only = NULL;
+	const char *tmp = getenv("TMPDIR");
+	const char *seed = getenv("PMH_TEST_SEED");
+	char		outpath[MAXPGPATH];
+	pid_t		child = -1;
+	int			i;
+	double		t0 = now_seconds();
+
+	for (i = 1; i < argc; i++)
+	{
+		if (strcmp(argv[i], "--pass=flush") == 0)
+			only = "flush";
+		else if (strcmp(argv[i], "--pass=msync") == 0)
+			only = "msync";
+		else
+		{
+			fprintf(stderr, "usage: %s [--pass=flush|--pass=msync]\n", argv[0]);
+			return 2;
+		}
+	}
+	if (seed)
+		g_seed = strtoull(seed, NULL, 0);
+
+	/* before the first libpmem call: libpmem reads it once */
+	setenv("PMEM_IS_PMEM_FORCE", (only && strcmp(only, "msync") == 0) ? "0" : "1", 1);
+
+	snprintf(g_tmpdir, sizeof(g_tmpdir), "%s/pmh_test_XXXXXX",
+			 tmp && tmp[0] ? tmp : "/tmp");
+	if (mkdtemp(g_tmpdir) == NULL)
+	{
+		fprintf(stderr, "mkdtemp(%s): %s\n", g_tmpdir, strerror(errno));
+		return 2;
+	}
+
+	if (only == NULL)
+	{
+		snprintf(outpath, sizeof(outpath), "%s/msync-pass.out", g_tmpdir);
+		child = start_msync_child(argv[0], outpath);
+		if (child < 0)
+		{
+			ntests++;
+			nfailed++;
+			printf("#   fork: %s\n", strerror(errno));
+			printf("not ok %d - msync pass started\n", ntests);
+		}
+	}
+
+	run_suite(only && strcmp(only, "msync") == 0 ? &scale_msync : &scale_flush);
+	if (child > 0)
+		finish_msync_child(child, outpath);
+
+	remove_tmpdir();
+	printf("# total %.2f s\n", now_seconds() - t0);
+	printf("%d passed, %d failed\n", npassed, nfailed);
+	return nfailed == 0 ? 0 : 1;
+}
