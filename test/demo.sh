@@ -1,0 +1,328 @@
+#!/usr/bin/env bash
+# test/demo.sh -- build pmhash, start a throwaway server and compare pmhash
+# with the built-in btree and hash index access methods.
+#
+#   1. make + private installation tmp_install/ (shared with run_tests.sh,
+#      see test/lib.sh); as root, a copy of the tree is used as "postgres"
+#   2. initdb a throwaway cluster in a temporary directory, start it on a
+#      free port (Unix socket in that directory only) with
+#      shared_preload_libraries = 'pmhash'
+#   3. CREATE EXTENSION pmhash; three identical tables of $ROWS rows
+#      (int8 key, text payload, rows in random order); CREATE INDEX
+#      ... USING pmhash / btree / hash (k), one per table
+#   4. a nested-loop join of $PROBES random keys probing each index
+#      (seqscan/hashjoin/mergejoin/bitmapscan/memoize off), warmed up once,
+#      best of $REPEAT EXPLAIN (ANALYZE, TIMING OFF) runs
+#   5. side-by-side table: CREATE INDEX time, index size (pmhash:
+#      pmhash_stats().pool_bytes + shmem_bytes), probe time; ratios
+#   The cluster is stopped and the directory removed on exit.
+#
+# If the extension does not build/install, or any pmhash step fails, the
+# btree and hash columns are still produced (with the system PostgreSQL
+# binaries if needed), pmhash is shown as n/a, and the exit status is 1.
+#
+# Knobs: PMHASH_DEMO_ROWS (1000000), PMHASH_DEMO_PROBES (200000),
+#        PMHASH_DEMO_REPEAT (3), PMHASH_DEMO_SHARED_BUFFERS (512MB),
+#        PMHASH_DEMO_CONF (extra postgresql.conf lines, e.g.
+#        "pmhash.pool_dir='/mnt/pmem/pmhash'"), PMHASH_DEMO_SKIP_BUILD=1
+#        (reuse an existing tmp_install), PMHASH_DEMO_KEEP=1 (keep the
+#        cluster directory), PG_CONFIG,
+#        PMHASH_DEMO_MODE: "file" (default: pools on an ordinary file system
+#        in the data directory, persisted with msync) or "emulated" (pools
+#        on tmpfs /dev/shm with PMEM_IS_PMEM_FORCE=1: libpmem's CPU-flush
+#        path, as PMem research emulates it; NOT durable).
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=test/lib.sh
+. "$HERE/lib.sh"
+
+pmh_drop_root test/demo.sh "$@" # exits if we are root
+
+pmh_init_pg_paths
+cd "$PMH_ROOT" || exit 2
+
+ROWS=${PMHASH_DEMO_ROWS:-1000000}
+PROBES=${PMHASH_DEMO_PROBES:-200000}
+REPEAT=${PMHASH_DEMO_REPEAT:-3}
+SHARED_BUFFERS=${PMHASH_DEMO_SHARED_BUFFERS:-512MB}
+LOGDIR=$PMH_CHECK/demo
+mkdir -p "$LOGDIR"
+STATUS=0
+
+T_START=$(pmh_now)
+
+# ------------------------------------------------------ build + install ---
+
+HAVE_PMHASH=1
+BINDIR=$PMH_TI_BINDIR
+if [ -n "${PMHASH_DEMO_SKIP_BUILD:-}" ] && [ -f "$PMH_TI_PKGLIBDIR/pmhash.so" ]; then
+	pmh_say "using existing tmp_install (PMHASH_DEMO_SKIP_BUILD)"
+else
+	pmh_head "build + tmp_install"
+	t0=$(pmh_now)
+	if ! pmh_build "$LOGDIR/build.log"; then
+		pmh_err "build failed; continuing with btree/hash only"
+		pmh_build_errors "$LOGDIR/build.log" 40
+		HAVE_PMHASH=0
+	elif ! pmh_make_tmp_install "$LOGDIR/install.log"; then
+		pmh_err "tmp_install failed; continuing with btree/hash only"
+		pmh_build_errors "$LOGDIR/install.log" 40
+		HAVE_PMHASH=0
+	fi
+	pmh_say "build + tmp_install: $(pmh_elapsed "$t0")s"
+fi
+if [ "$HAVE_PMHASH" = 0 ]; then
+	STATUS=1
+	BINDIR=$PG_BINDIR # the system binaries are usable for btree/hash
+fi
+
+# ------------------------------------------------------- start cluster ---
+
+DEMO_DIR=$(mktemp -d "${TMPDIR:-/tmp}/pmhdemo.XXXXXX") || pmh_die "mktemp failed"
+MODE=${PMHASH_DEMO_MODE:-file}
+case "$MODE" in
+file)
+	MODE_TEXT="ordinary file in the data directory, msync (durable)"
+	;;
+emulated)
+	POOL_DIR=$(mktemp -d /dev/shm/pmhdemo.XXXXXX) || pmh_die "no /dev/shm for emulated mode"
+	export PMEM_IS_PMEM_FORCE=1
+	MODE_TEXT="emulated PMem: tmpfs $POOL_DIR, PMEM_IS_PMEM_FORCE=1 (CPU flushes, not durable)"
+	;;
+*) pmh_die "PMHASH_DEMO_MODE must be file or emulated" ;;
+esac
+PGDATA_DIR=$DEMO_DIR/data
+SERVER_LOG=$DEMO_DIR/server.log
+STARTED=0
+
+cleanup() {
+	if [ "$STARTED" = 1 ]; then
+		"$BINDIR/pg_ctl" -D "$PGDATA_DIR" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+			"$BINDIR/pg_ctl" -D "$PGDATA_DIR" -m immediate -w stop >/dev/null 2>&1
+	fi
+	if [ -s "$SERVER_LOG" ]; then cp "$SERVER_LOG" "$LOGDIR/server.log" 2>/dev/null; fi
+	if [ -n "${POOL_DIR:-}" ] && [ -z "${PMHASH_DEMO_KEEP:-}" ]; then rm -rf "$POOL_DIR"; fi
+	if [ -n "${PMHASH_DEMO_KEEP:-}" ]; then
+		echo "(cluster directory kept: $DEMO_DIR)" >&2
+	else
+		rm -rf "$DEMO_DIR"
+	fi
+}
+on_signal() {
+	trap '' INT TERM # runuser forwards the signal once more: finish cleaning
+	echo "interrupted" >&2
+	exit 130 # runs cleanup via the EXIT trap
+}
+trap cleanup EXIT
+trap on_signal INT TERM
+
+# a TCP port nobody listens on (the server itself only uses a Unix socket
+# in $DEMO_DIR, but the port number also names the socket and shm keys)
+port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
+PORT=
+for _ in $(seq 1 50); do
+	p=$((20000 + RANDOM % 30000))
+	if ! port_in_use "$p" && [ ! -e "/tmp/.s.PGSQL.$p" ]; then
+		PORT=$p
+		break
+	fi
+done
+[ -n "$PORT" ] || pmh_die "could not find a free port"
+
+pmh_head "cluster: initdb + start (port $PORT, socket dir $DEMO_DIR)"
+t0=$(pmh_now)
+"$BINDIR/initdb" -D "$PGDATA_DIR" -A trust -U postgres --no-locale -E UTF8 >"$LOGDIR/initdb.log" 2>&1 ||
+	{
+		pmh_tail "$LOGDIR/initdb.log"
+		pmh_die "initdb failed"
+	}
+{
+	echo "# added by test/demo.sh"
+	echo "port = $PORT"
+	echo "listen_addresses = ''"
+	echo "unix_socket_directories = '$DEMO_DIR'"
+	[ "$HAVE_PMHASH" = 1 ] && echo "shared_preload_libraries = 'pmhash'"
+	echo "shared_buffers = '$SHARED_BUFFERS'"
+	echo "maintenance_work_mem = '256MB'"
+	echo "max_wal_size = '4GB'"
+	echo "jit = off"
+	# measure the access methods, not parallelism
+	echo "max_parallel_maintenance_workers = 0"
+	echo "max_parallel_workers_per_gather = 0"
+	echo "autovacuum = off"
+	if [ "$MODE" = emulated ]; then
+		echo "pmhash.pool_dir = '$POOL_DIR'"
+	fi
+	[ -n "${PMHASH_DEMO_CONF:-}" ] && printf '%s\n' "$PMHASH_DEMO_CONF"
+} >>"$PGDATA_DIR/postgresql.conf"
+
+if ! "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$SERVER_LOG" -w -t 120 start >"$LOGDIR/pg_ctl.log" 2>&1; then
+	pmh_tail "$SERVER_LOG" 40
+	pmh_die "server did not start"
+fi
+STARTED=1
+pmh_say "server up ($(pmh_elapsed "$t0")s)"
+
+# psql against the demo database; ON_ERROR_STOP; output unaligned
+PSQL=("$BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DEMO_DIR" -p "$PORT" -U postgres)
+sql() { "${PSQL[@]}" -d demo "$@"; }
+
+"${PSQL[@]}" -d postgres -c 'CREATE DATABASE demo' || pmh_die "CREATE DATABASE failed"
+
+AMS=(pmhash btree hash)
+if [ "$HAVE_PMHASH" = 1 ]; then
+	if ! sql -c 'CREATE EXTENSION pmhash' 2>"$LOGDIR/create_extension.err"; then
+		pmh_err "CREATE EXTENSION pmhash failed: $(cat "$LOGDIR/create_extension.err")"
+		HAVE_PMHASH=0
+		STATUS=1
+	fi
+fi
+[ "$HAVE_PMHASH" = 1 ] || AMS=(btree hash)
+
+# ----------------------------------------------------------------- data ---
+
+pmh_head "data: 3 x $ROWS rows, $PROBES probe keys"
+t0=$(pmh_now)
+sql <<EOF || pmh_die "loading data failed"
+SELECT setseed(0.42) \gset
+CREATE TABLE src AS
+  SELECT g::int8 AS k, md5(g::text) AS payload
+  FROM generate_series(1, $ROWS) g ORDER BY random();
+CREATE TABLE t_pmhash AS TABLE src;
+CREATE TABLE t_btree AS TABLE src;
+CREATE TABLE t_hash AS TABLE src;
+DROP TABLE src;
+CREATE TABLE probes AS
+  SELECT (1 + floor(random() * $ROWS))::int8 AS k FROM generate_series(1, $PROBES);
+VACUUM (ANALYZE) t_pmhash, t_btree, t_hash, probes;
+CHECKPOINT;
+EOF
+pmh_say "loaded in $(pmh_elapsed "$t0")s; table size $(sql -c "SELECT pg_size_pretty(pg_table_size('t_btree'))")"
+
+# ------------------------------------------------------------ indexes ---
+
+# (the arrays are read through the nameref in get())
+declare -A BUILD_MS SIZE_B PROBE_MS ROWS_FOUND
+for am in "${AMS[@]}"; do
+	pmh_head "CREATE INDEX ... USING $am"
+	if out=$(sql 2>&1 <<EOF
+SELECT clock_timestamp() AS t0 \gset
+CREATE INDEX idx_$am ON t_$am USING $am (k);
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1);
+EOF
+	); then
+		BUILD_MS[$am]=$(tail -n 1 <<<"$out")
+		if [ "$am" = pmhash ]; then
+			SIZE_B[$am]=$(sql -c "SELECT pool_bytes + shmem_bytes FROM pmhash_stats('idx_pmhash')" 2>&1) ||
+				{
+					pmh_err "pmhash_stats failed: ${SIZE_B[$am]}"
+					SIZE_B[$am]=''
+					STATUS=1
+				}
+		else
+			SIZE_B[$am]=$(sql -c "SELECT pg_relation_size('idx_$am')")
+		fi
+		pmh_say "built in ${BUILD_MS[$am]} ms, size ${SIZE_B[$am]:-?} bytes"
+	else
+		pmh_err "CREATE INDEX USING $am failed: $out"
+		STATUS=1
+		BUILD_MS[$am]=''
+	fi
+done
+sql -c 'CHECKPOINT' >/dev/null 2>&1
+
+# -------------------------------------------------------------- probes ---
+
+SETTINGS="SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off;
+SET enable_bitmapscan = off; SET enable_memoize = off; SET enable_material = off;
+SET enable_indexonlyscan = off;"
+join_query() { echo "SELECT count(*), sum(length(t.payload)) FROM probes p JOIN t_$1 t ON t.k = p.k"; }
+
+for am in "${AMS[@]}"; do
+	[ -n "${BUILD_MS[$am]}" ] || continue
+	pmh_head "probe: nested loop, $PROBES lookups via $am"
+	plan=$(sql -c "$SETTINGS" -c "EXPLAIN (COSTS OFF) $(join_query "$am")" 2>&1)
+	echo "$plan" | sed 's/^/    /'
+	if ! grep -q "Index Scan using idx_$am" <<<"$plan"; then
+		pmh_err "the plan does not use idx_$am"
+		STATUS=1
+		continue
+	fi
+	# warm-up (also the correctness check)
+	if ! ROWS_FOUND[$am]=$(sql -c "$SETTINGS" -c "$(join_query "$am")" 2>&1); then
+		pmh_err "join via $am failed: ${ROWS_FOUND[$am]}"
+		ROWS_FOUND[$am]=''
+		STATUS=1
+		continue
+	fi
+	best=''
+	for _ in $(seq 1 "$REPEAT"); do
+		ms=$(sql -c "$SETTINGS" -c "EXPLAIN (ANALYZE, TIMING OFF) $(join_query "$am")" |
+			sed -n -E 's/^Execution Time: ([0-9.]+) ms$/\1/p')
+		[ -n "$ms" ] || continue
+		if [ -z "$best" ] || awk -v a="$ms" -v b="$best" 'BEGIN { exit !(a < b) }'; then best=$ms; fi
+		printf '    run: %s ms\n' "$ms"
+	done
+	# shellcheck disable=SC2034 # read via get()
+	PROBE_MS[$am]=$best
+	pmh_say "best of $REPEAT: ${best:-?} ms   (count, sum(length(payload)) = ${ROWS_FOUND[$am]})"
+done
+
+# all methods must find the same rows
+ref=''
+for am in "${AMS[@]}"; do
+	r=${ROWS_FOUND[$am]:-}
+	[ -n "$r" ] || continue
+	if [ -z "$ref" ]; then
+		ref=$r
+	elif [ "$r" != "$ref" ]; then
+		pmh_err "result mismatch: $am found '$r', expected '$ref'"
+		STATUS=1
+	fi
+done
+
+# -------------------------------------------------------------- report ---
+
+fmt_ms() { [ -n "${1:-}" ] && printf '%.1f' "$1" || printf 'n/a'; }
+fmt_mb() { [ -n "${1:-}" ] && awk -v b="$1" 'BEGIN { printf "%.1f", b / 1048576 }' || printf 'n/a'; }
+fmt_us() { [ -n "${1:-}" ] && awk -v m="$1" -v n="$PROBES" 'BEGIN { printf "%.2f", m * 1000 / n }' || printf 'n/a'; }
+ratio() { # ratio A B -> A/B
+	if [ -n "${1:-}" ] && [ -n "${2:-}" ] && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
+		awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2fx", a / b }'
+	else
+		printf 'n/a'
+	fi
+}
+get() { local -n arr=$1; printf '%s' "${arr[$2]:-}"; }
+
+pmh_head "pmhash vs btree vs hash: $ROWS rows, $PROBES probes"
+printf '%-28s %12s %12s %12s\n' "" pmhash btree hash
+printf '%-28s %12s %12s %12s\n' "CREATE INDEX (ms)" \
+	"$(fmt_ms "$(get BUILD_MS pmhash)")" "$(fmt_ms "$(get BUILD_MS btree)")" "$(fmt_ms "$(get BUILD_MS hash)")"
+printf '%-28s %12s %12s %12s\n' "index size (MB)" \
+	"$(fmt_mb "$(get SIZE_B pmhash)")" "$(fmt_mb "$(get SIZE_B btree)")" "$(fmt_mb "$(get SIZE_B hash)")"
+printf '%-28s %12s %12s %12s\n' "probe join, best (ms)" \
+	"$(fmt_ms "$(get PROBE_MS pmhash)")" "$(fmt_ms "$(get PROBE_MS btree)")" "$(fmt_ms "$(get PROBE_MS hash)")"
+printf '%-28s %12s %12s %12s\n' "per probe (us)" \
+	"$(fmt_us "$(get PROBE_MS pmhash)")" "$(fmt_us "$(get PROBE_MS btree)")" "$(fmt_us "$(get PROBE_MS hash)")"
+echo
+printf '%-28s %12s %12s\n' "ratios (pmhash / other)" "vs btree" "vs hash"
+for m in BUILD_MS:"CREATE INDEX time" SIZE_B:"index size" PROBE_MS:"probe time"; do
+	an=${m%%:*} label=${m#*:}
+	printf '%-28s %12s %12s\n' "$label" \
+		"$(ratio "$(get "$an" pmhash)" "$(get "$an" btree)")" \
+		"$(ratio "$(get "$an" pmhash)" "$(get "$an" hash)")"
+done
+echo "(size: pmhash = pmhash_stats().pool_bytes + shmem_bytes, others = pg_relation_size;"
+echo " ratios < 1 mean pmhash is faster/smaller; total demo time $(pmh_elapsed "$T_START")s)"
+echo "pool mode: $MODE_TEXT"
+if [ "$STATUS" -ne 0 ]; then
+	if [ -n "${PMHASH_TEST_ORIG_ROOT:-}" ]; then
+		pmh_err "some steps failed (see above; logs in $LOGDIR, removed on exit unless PMHASH_TEST_KEEP_WORKDIR=1)"
+	else
+		pmh_err "some steps failed (see above; logs in $LOGDIR)"
+	fi
+fi
+exit "$STATUS"

@@ -1,0 +1,261 @@
+# shellcheck shell=bash disable=SC2034
+# test/lib.sh -- helpers shared by test/run_tests.sh and test/demo.sh.
+#
+# This file is meant to be *sourced* (bash).  It defines:
+#
+#   PMH_ROOT             absolute, symlink-free path of the source tree
+#   PG_CONFIG            pg_config of the PostgreSQL 15 we build against
+#                        (default /usr/lib/postgresql/15/bin/pg_config; never
+#                        /usr/bin/pg_config, which may select a newer major)
+#   PG_BINDIR, PG_PKGLIBDIR, PG_SHAREDIR
+#                        the real installation directories of that PostgreSQL
+#   PG_REGRESS, PG_ISOLATION_REGRESS, PG_PERL_LIB
+#                        pg_regress, pg_isolation_regress and the TAP perl
+#                        modules shipped with the PGXS of that PostgreSQL
+#   PMH_TI               $PMH_ROOT/tmp_install (private installation)
+#   PMH_TI_BINDIR        bindir inside tmp_install (put it first in PATH)
+#
+# and the functions pmh_drop_root, pmh_build, pmh_make_tmp_install,
+# pmh_stop_stale_postmasters, plus small logging helpers.
+#
+# Private temporary installation ("tmp_install")
+# ----------------------------------------------
+# PostgreSQL locates its share/ and lib/ directories relative to the *real*
+# path of its own executable (find_my_exec() resolves symlinks, then
+# make_relative_path() maps the configured bindir -> sharedir/pkglibdir onto
+# that location).  With Debian's layout
+#     bindir    /usr/lib/postgresql/15/bin
+#     pkglibdir /usr/lib/postgresql/15/lib
+#     sharedir  /usr/share/postgresql/15
+# a *copy* of the bin directory placed at
+#     tmp_install/usr/lib/postgresql/15/bin
+# therefore uses tmp_install/usr/lib/postgresql/15/lib and
+# tmp_install/usr/share/postgresql/15.  The lib directory is populated with
+# symlinks to the individual system files (directories are recreated as real
+# directories, so "make install DESTDIR=tmp_install" never writes through a
+# symlink into /usr), share/ is copied, and pmhash is then installed with
+# "make install DESTDIR=$PMH_TI".  This lets an unprivileged user run the
+# whole test-suite without touching /usr.  (PG15 has no
+# extension_control_path, so dynamic_library_path alone cannot work.)
+
+# ---------------------------------------------------------------- basics ---
+
+PMH_ROOT=$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd -P)
+PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
+PMH_JOBS=${PMHASH_TEST_JOBS:-2}
+PMH_TI=$PMH_ROOT/tmp_install
+PMH_CHECK=$PMH_ROOT/tmp_check
+
+if [ -t 1 ] && [ -z "${NO_COLOR:-}" ]; then
+	PMH_C_RED=$'\e[31m' PMH_C_GRN=$'\e[32m' PMH_C_YEL=$'\e[33m'
+	PMH_C_BLD=$'\e[1m' PMH_C_OFF=$'\e[0m'
+else
+	PMH_C_RED='' PMH_C_GRN='' PMH_C_YEL='' PMH_C_BLD='' PMH_C_OFF=''
+fi
+
+pmh_say()  { printf '%s\n' "$*"; }
+pmh_head() { printf '\n%s==== %s ====%s\n' "$PMH_C_BLD" "$*" "$PMH_C_OFF"; }
+pmh_warn() { printf '%sWARNING: %s%s\n' "$PMH_C_YEL" "$*" "$PMH_C_OFF" >&2; }
+pmh_err()  { printf '%sERROR: %s%s\n' "$PMH_C_RED" "$*" "$PMH_C_OFF" >&2; }
+pmh_die()  { pmh_err "$*"; exit 2; }
+
+# Monotonic-ish wall clock in seconds with millisecond resolution.
+pmh_now() { date +%s.%N; }
+pmh_elapsed() { awk -v a="$1" -v b="$(pmh_now)" 'BEGIN { printf "%.1f", b - a }'; }
+
+# Print the last $2 (default 60) lines of file $1, framed, if it exists.
+pmh_tail() {
+	local f=$1 n=${2:-60}
+	[ -s "$f" ] || return 0
+	printf -- '----- last %s lines of %s -----\n' "$n" "$f"
+	tail -n "$n" "$f"
+	printf -- '----- end of %s -----\n' "$f"
+}
+
+# Show why a make failed: the compiler/make diagnostics of build log $1 (at
+# most $2 lines, default 80) rather than the long compiler command lines.
+pmh_build_errors() {
+	local f=$1 n=${2:-80}
+	[ -s "$f" ] || return 0
+	if grep -q -E '(error|warning):|\*\*\*' "$f"; then
+		printf -- '----- diagnostics from %s (full log there) -----\n' "$f"
+		grep -v -E '^(gcc|cc|clang|/usr/bin/clang|/usr/bin/install|make(\[[0-9]+\])?: (Entering|Leaving))' "$f" | head -n "$n"
+		printf -- '----- end of diagnostics -----\n'
+	else
+		pmh_tail "$f" "$n"
+	fi
+}
+
+# --------------------------------------------------- PostgreSQL locations ---
+
+pmh_init_pg_paths() {
+	[ -x "$PG_CONFIG" ] || pmh_die "pg_config not found/executable: $PG_CONFIG (install postgresql-server-dev-15)"
+	local ver
+	ver=$("$PG_CONFIG" --version) || pmh_die "$PG_CONFIG --version failed"
+	case "$ver" in
+	"PostgreSQL 15."*) ;;
+	*) pmh_warn "$PG_CONFIG reports '$ver', expected PostgreSQL 15.x" ;;
+	esac
+	PG_BINDIR=$(realpath -e "$("$PG_CONFIG" --bindir)")
+	PG_PKGLIBDIR=$(realpath -e "$("$PG_CONFIG" --pkglibdir)")
+	PG_SHAREDIR=$(realpath -e "$("$PG_CONFIG" --sharedir)")
+	# .../lib/pgxs/src/makefiles/pgxs.mk -> .../lib/pgxs
+	local pgxs_top
+	pgxs_top=$(dirname "$(dirname "$(dirname "$("$PG_CONFIG" --pgxs)")")")
+	PG_REGRESS=${PG_REGRESS:-$pgxs_top/src/test/regress/pg_regress}
+	PG_ISOLATION_REGRESS=${PG_ISOLATION_REGRESS:-$pgxs_top/src/test/isolation/pg_isolation_regress}
+	PG_PERL_LIB=${PG_PERL_LIB:-$pgxs_top/src/test/perl}
+	PMH_TI_BINDIR=$PMH_TI$PG_BINDIR
+	PMH_TI_PKGLIBDIR=$PMH_TI$PG_PKGLIBDIR
+	PMH_TI_SHAREDIR=$PMH_TI$PG_SHAREDIR
+	export PG_CONFIG
+}
+
+# ---------------------------------------------------------- root -> user ---
+
+# pmh_drop_root SCRIPT_RELPATH [ARGS...]
+#
+# When running as root (initdb refuses to run as root), copy the source tree
+# -- without .git, tmp_* and build products -- into a fresh directory owned
+# by $PMHASH_TEST_USER (default "postgres", created if missing), re-run
+# SCRIPT_RELPATH there as that user via runuser, copy its tmp_check/ logs
+# back into the original tree (run_tests.sh only), remove the copy and exit
+# with the child's status.  Does nothing when not root.
+pmh_drop_root() {
+	local script=$1
+	shift
+	[ "$(id -u)" -eq 0 ] || return 0
+
+	local user=${PMHASH_TEST_USER:-postgres}
+	if ! id -u "$user" >/dev/null 2>&1; then
+		pmh_say "creating system user '$user'"
+		useradd --system --user-group --no-create-home \
+			--home-dir /var/lib/postgresql --shell /bin/bash "$user" ||
+			pmh_die "could not create user $user"
+	fi
+	command -v runuser >/dev/null || pmh_die "runuser not found (util-linux)"
+
+	local work
+	work=$(mktemp -d "${PMHASH_TEST_WORKDIR_BASE:-/tmp}/pmhash-test.XXXXXX") ||
+		pmh_die "mktemp failed"
+	chmod 755 "$work"
+	mkdir "$work/src" "$work/tmp"
+	(cd "$PMH_ROOT" && tar -cf - \
+		--exclude=./.git --exclude='./tmp_*' --exclude=./results \
+		--exclude=./regression.diffs --exclude=./regression.out \
+		--exclude='*.o' --exclude='*.so' --exclude='*.bc' \
+		--exclude=./test/unit/test_core \
+		.) | tar -xf - -C "$work/src" || pmh_die "copying the tree to $work failed"
+	chown -R "$user:" "$work"
+
+	# runuser without --login keeps the environment apart from HOME, SHELL,
+	# USER and LOGNAME; pass the interesting variables explicitly anyway.
+	local -a envs=(HOME="$work" TMPDIR="$work/tmp" PMHASH_TEST_ORIG_ROOT="$PMH_ROOT")
+	local v
+	while IFS= read -r v; do
+		envs+=("$v=${!v}")
+	done < <(compgen -e | grep -E '^(PMHASH_|PG_CONFIG$|PG_TEST_|PROVE_|CI$|NO_COLOR$|TERM$|LANG$|LC_)' |
+		grep -v -E '^PMHASH_TEST_(ORIG_ROOT|USER)$')
+
+	pmh_say "running as root: testing a copy of the tree in $work/src as user '$user'"
+	local rc=0
+	# shellcheck disable=SC2064
+	trap "rm -rf '$work'" EXIT
+	# a handler (not SIG_IGN, which runuser would inherit): on Ctrl-C or
+	# SIGTERM wait for the child, then stop leftovers and clean up below
+	trap ':' INT TERM
+	runuser -u "$user" -- env "${envs[@]}" bash "$work/src/$script" "$@" || rc=$?
+	# if the child was killed before it could clean up after itself
+	pmh_stop_stale_postmasters "$work" >&2
+
+	if [ "${PMH_COPY_BACK_LOGS:-0}" = 1 ] && [ -d "$work/src/tmp_check" ]; then
+		# silently: the child's last line ("N passed, N failed") must stay last
+		rm -rf "$PMH_ROOT/tmp_check" 2>/dev/null &&
+			cp -r --no-preserve=ownership "$work/src/tmp_check" "$PMH_ROOT/tmp_check" 2>/dev/null ||
+			pmh_warn "could not copy logs back to $PMH_ROOT/tmp_check"
+	fi
+	if [ -n "${PMHASH_TEST_KEEP_WORKDIR:-}" ]; then
+		trap - EXIT
+		pmh_say "(work directory kept: $work)" >&2
+	fi
+	exit "$rc"
+}
+
+# ----------------------------------------------------------------- build ---
+
+# pmh_build LOGFILE: "make -jN" of the extension; output to LOGFILE.
+pmh_build() {
+	local log=$1
+	mkdir -p "$(dirname "$log")"
+	make -C "$PMH_ROOT" -j"$PMH_JOBS" PG_CONFIG="$PG_CONFIG" >"$log" 2>&1
+}
+
+_pmh_ti_populate() {
+	rm -rf "$PMH_TI" || return 1
+	mkdir -p "$(dirname "$PMH_TI_BINDIR")" "$PMH_TI_PKGLIBDIR" "$(dirname "$PMH_TI_SHAREDIR")" || return 1
+	# bin: real copies (postgres resolves the symlinks of its own path)
+	cp -a "$PG_BINDIR" "$PMH_TI_BINDIR" || return 1
+	# lib: real directories, symlinks to the individual files
+	cp -rs "$PG_PKGLIBDIR/." "$PMH_TI_PKGLIBDIR/" || return 1
+	# share: copied (small); make install adds extension/pmhash*
+	cp -a "$PG_SHAREDIR" "$PMH_TI_SHAREDIR" || return 1
+	# never let a system-wide pmhash shadow (or be overwritten by) ours
+	rm -rf "$PMH_TI_PKGLIBDIR"/pmhash.so "$PMH_TI_PKGLIBDIR"/bitcode/pmhash \
+		"$PMH_TI_PKGLIBDIR"/bitcode/pmhash.index.bc "$PMH_TI_SHAREDIR"/extension/pmhash[.-]* || return 1
+	echo "+ make install DESTDIR=$PMH_TI"
+	make -C "$PMH_ROOT" install DESTDIR="$PMH_TI" PG_CONFIG="$PG_CONFIG"
+}
+
+# pmh_make_tmp_install LOGFILE: (re)create $PMH_TI as described at the top of
+# this file and install pmhash into it.  Returns non-zero on any problem.
+pmh_make_tmp_install() {
+	local log=$1
+	mkdir -p "$(dirname "$log")"
+	_pmh_ti_populate >"$log" 2>&1 || return 1
+
+	# verify that the copy really resolves its paths into tmp_install
+	local got_share got_lib
+	got_share=$("$PMH_TI_BINDIR/pg_config" --sharedir 2>>"$log")
+	got_lib=$("$PMH_TI_BINDIR/pg_config" --pkglibdir 2>>"$log")
+	{
+		echo "tmp_install pg_config --sharedir:  $got_share"
+		echo "tmp_install pg_config --pkglibdir: $got_lib"
+		"$PMH_TI_BINDIR/postgres" --version
+	} >>"$log" 2>&1
+	if [ "$(realpath -m "$got_share")" != "$(realpath -m "$PMH_TI_SHAREDIR")" ] ||
+		[ "$(realpath -m "$got_lib")" != "$(realpath -m "$PMH_TI_PKGLIBDIR")" ]; then
+		echo "tmp_install relocation FAILED: expected $PMH_TI_SHAREDIR and $PMH_TI_PKGLIBDIR" >>"$log"
+		return 1
+	fi
+	if [ ! -f "$PMH_TI_PKGLIBDIR/pmhash.so" ] || [ ! -f "$PMH_TI_SHAREDIR/extension/pmhash.control" ]; then
+		echo "pmhash.so or pmhash.control missing from tmp_install" >>"$log"
+		return 1
+	fi
+	return 0
+}
+
+# ------------------------------------------------------------- cleanup ---
+
+# Immediately stop any postmaster still running from a data directory below
+# the given directories (left behind by a timed-out or killed pg_regress /
+# TAP test of *this* tree).  Only servers whose postmaster.pid lives in our
+# own directories are touched.
+pmh_stop_stale_postmasters() {
+	local d pidfile datadir pid
+	for d in "$@"; do
+		[ -d "$d" ] || continue
+		while IFS= read -r pidfile; do
+			datadir=$(dirname "$pidfile")
+			pid=$(head -n 1 "$pidfile" 2>/dev/null)
+			[ -n "$pid" ] && kill -0 "$pid" 2>/dev/null || continue
+			pmh_warn "stopping leftover postmaster (pid $pid) in $datadir"
+			# (pg_ctl refuses to run as root: then signal "immediate shutdown")
+			"${PMH_TI_BINDIR:-${PG_BINDIR:-/usr/lib/postgresql/15/bin}}/pg_ctl" -D "$datadir" -m immediate -w -t 30 stop >/dev/null 2>&1 ||
+				kill -QUIT "$pid" 2>/dev/null
+			for _ in $(seq 1 100); do
+				kill -0 "$pid" 2>/dev/null || break
+				sleep 0.1
+			done
+		done < <(find "$d" -name postmaster.pid -type f 2>/dev/null)
+	done
+}
