@@ -32,6 +32,9 @@ REGRESS_OPTS = --temp-config=$(srcdir)/test/pmhash.conf
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
+# PGXS tracks no header dependencies
+$(OBJS): src/pmh_core.h src/pmhash.h
+
 # The data-structure core builds and runs without a server.
 CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
 	-DFRONTEND -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir) \

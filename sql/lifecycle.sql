@@ -146,6 +146,36 @@ ALTER INDEX ALL IN TABLESPACE pg_default SET TABLESPACE regress_pmhash_ts;
 SELECT pools() - :base AS pools, pools_match(), probe(77, 'lt');
 SELECT * FROM pmhash_check('lt_k');
 DROP TABLE lt;
+-- an index that keeps its storage under a new OID (a type change that
+-- needs no rebuild), then moves: the pool is found by its pool id
+CREATE TABLE lv (k varchar(10));
+INSERT INTO lv SELECT g::text FROM generate_series(1, 2000) g;
+CREATE INDEX lv_k ON lv USING pmhash (k);
+ALTER TABLE lv ALTER COLUMN k TYPE varchar(20);
+ALTER INDEX lv_k SET TABLESPACE regress_pmhash_ts;
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) FROM lv WHERE k = '77';
+RESET ALL;
+SELECT pools() - :base AS pools, pools_match();
+SELECT * FROM pmhash_check('lv_k');
+DROP TABLE lv;
+-- the moved index is usable inside a later savepoint
+CREATE TABLE lw (k int4);
+INSERT INTO lw SELECT generate_series(1, 1000);
+CREATE INDEX lw_k ON lw USING pmhash (k);
+BEGIN;
+ALTER INDEX lw_k SET TABLESPACE regress_pmhash_ts;
+SAVEPOINT s;
+INSERT INTO lw VALUES (5);
+SET LOCAL enable_seqscan = off; SET LOCAL enable_bitmapscan = off;
+SELECT count(*) FROM lw WHERE k = 5;
+RELEASE s;
+COMMIT;
+SELECT pools() - :base AS pools, pools_match();
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) FROM lw WHERE k = 5;
+RESET ALL;
+DROP TABLE lw;
 DROP TABLESPACE regress_pmhash_ts;
 SELECT pools() - :base AS pools, pools_match();
 

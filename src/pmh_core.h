@@ -106,6 +106,8 @@ typedef struct PmhPoolHeader
 	uint32		probe_buckets;
 	uint32		seg_bytes;
 	uint64		seg_offset;
+	uint32		timeline;		/* WAL timeline the pool was created on */
+	uint32		epoch;			/* pool directory epoch, see pmhashpool.c */
 	uint32		flags;
 	uint32		checksum;		/* CRC-32C of everything before this field */
 } PmhPoolHeader;

@@ -10,6 +10,7 @@
 #include <limits.h>
 
 #include "access/reloptions.h"
+#include "access/xlog.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "optimizer/cost.h"
@@ -151,6 +152,10 @@ pmhashcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		else
 			costs.indexTotalCost += probes * spc_random_page_cost;
 	}
+
+	/* pmhash pools are not WAL-logged: a standby cannot use them */
+	if (RecoveryInProgress())
+		costs.indexTotalCost += disable_cost;
 
 	*indexStartupCost = costs.indexStartupCost;
 	*indexTotalCost = costs.indexTotalCost;

@@ -135,7 +135,16 @@ pmhash_build_callback(Relation index, ItemPointer tid, Datum *values,
 	if (isnull[0])
 		return;
 	hash = pmhash_hash_datum(bs->proc, bs->collation, values[0]);
+
+	/*
+	 * Hold the index lock only around each insert, not across the heap
+	 * scan: the scan runs user code (expressions, predicates) and must stay
+	 * cancellable.  Nobody else can see the new storage anyway.
+	 */
+	LWLockAcquire(&bs->idx.shared->lock, LW_EXCLUSIVE);
+	bs->idx.mode = LW_EXCLUSIVE;
 	pmhash_insert_entry(&bs->idx, hash, tid);
+	LWLockRelease(&bs->idx.shared->lock);
 	bs->indtuples += 1;
 	if (((uint64) bs->indtuples) % 4096 == 0)
 		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
@@ -169,6 +178,7 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	pool = &bs.idx.local->pool;
 	pool->no_persist = 1;
+	pmhash_detach(&bs.idx);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PMHASH_BUILD_PHASE_SCAN);
@@ -181,7 +191,6 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	pool->no_persist = 0;
 	if (pmh_persist(pool, pool->base, pool->mapped_len) != 0)
 		pmhash_report_io_error(index, "persist");
-	pmhash_detach(&bs.idx);
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
 	result->heap_tuples = reltuples;

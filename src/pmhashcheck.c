@@ -44,6 +44,11 @@ pmhash_open_index(Oid relid)
 				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("\"%s\" is not a pmhash index",
 						RelationGetRelationName(rel))));
+	if (!rel->rd_index->indislive)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pmhash index \"%s\" is being dropped",
+						RelationGetRelationName(rel))));
 	if (!pg_class_ownercheck(relid, GetUserId()) &&
 		!has_privs_of_role(GetUserId(), ROLE_PG_MONITOR))
 		ereport(ERROR,

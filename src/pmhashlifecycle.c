@@ -66,40 +66,49 @@ pmhash_rel_is_pmhash(Relation rel)
 
 /*
  * If index's storage was created in this transaction without the access
- * method's help (a block copy) and has no pool yet, copy the pool of the
- * storage it replaces.  Cheap when there is nothing to do.
+ * method's help (a block copy, which carried the metapage along) and has no
+ * pool of its own yet, copy the pool that the metapage names from the
+ * storage being replaced.  The source is found by pool id, not index OID:
+ * an index can keep its storage under a new OID (ALTER TABLE ... TYPE that
+ * needs no rebuild).  A file of the right name with another pool id is a
+ * leftover of a crash and is replaced.  Returns false if the storage still
+ * has no valid pool afterwards.  Cheap when there is nothing to do.
  */
-void
+bool
 pmhash_adopt_pool(Relation index, const PmhashKey *key)
 {
+	PmhashMetaPageData meta;
+	PmhPoolHeader hdr;
 	RelFileNode *dropped;
 	int			ndropped;
+	bool		found = false;
 	int			i;
 
 	if (index->rd_createSubid == InvalidSubTransactionId &&
 		index->rd_firstRelfilenodeSubid == InvalidSubTransactionId)
-		return;
-	if (pmhash_pool_exists(key))
-		return;
+		return true;
+	if (!pmhash_read_metapage(index, &meta) || (meta.flags & PMHASH_META_INIT))
+		return true;			/* not built yet, or to be started empty */
+	if (pmhash_pool_read_header(key, &hdr) && hdr.pool_id == meta.pool_id)
+		return true;
 
 	ndropped = smgrGetPendingDeletes(true, &dropped);
-	for (i = 0; i < ndropped; i++)
+	for (i = 0; i < ndropped && !found; i++)
 	{
 		PmhashKey	from;
-		PmhPoolHeader hdr;
 
 		pmhash_key_for_node(&dropped[i], &from);
 		if (from.dbid != key->dbid)
 			continue;
-		if (pmhash_pool_read_header(&from, &hdr) &&
-			hdr.index_oid == RelationGetRelid(index))
+		if (pmhash_pool_read_header(&from, &hdr) && hdr.pool_id == meta.pool_id)
 		{
 			pmhash_pool_copy(RelationGetRelationName(index), &from, key);
-			break;
+			found = true;
 		}
 	}
 	if (dropped)
 		pfree(dropped);
+	return found;
 }
 
 /*
@@ -124,8 +133,6 @@ pmhash_pre_commit(void)
 		if (created[i].dbNode != MyDatabaseId)
 			continue;
 		pmhash_key_for_node(&created[i], &key);
-		if (pmhash_pool_exists(&key))
-			continue;
 		relid = RelidByRelfilenode(key.spcid, key.relnode);
 		if (!OidIsValid(relid))
 			continue;
@@ -133,8 +140,15 @@ pmhash_pre_commit(void)
 		if (rel == NULL)
 			continue;
 		if (pmhash_rel_is_pmhash(rel) &&
-			RelFileNodeEquals(rel->rd_node, created[i]))
-			pmhash_adopt_pool(rel, &key);
+			RelFileNodeEquals(rel->rd_node, created[i]) &&
+			!pmhash_adopt_pool(rel, &key))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FILE),
+					 errmsg("pmhash index \"%s\" has new storage but no pool to carry over",
+							RelationGetRelationName(rel)),
+					 errdetail("The pool of the storage it was copied from was not found."),
+					 errhint("REINDEX INDEX %s; in this transaction, or roll it back.",
+							 RelationGetRelationName(rel))));
 		relation_close(rel, NoLock);
 	}
 	if (created)
@@ -187,8 +201,8 @@ pmhash_remove_pools(bool forCommit)
 		PmhashKey	key;
 
 		pmhash_key_for_node(&nodes[i], &key);
-		if (pmhash_pool_unlink(&key))
-			pmhash_forget(&key);
+		(void) pmhash_pool_unlink(&key);
+		pmhash_forget(&key);
 	}
 	if (nodes)
 		pfree(nodes);
@@ -202,15 +216,19 @@ pmhash_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			pmhash_pre_commit();
+			/* allocate now what the commit callback needs: no ERROR there */
+			pmhash_shmem_backend_ready();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			pmhash_pre_prepare();
 			break;
 		case XACT_EVENT_COMMIT:
 			pmhash_remove_pools(true);
+			pmhash_local_sweep();
 			break;
 		case XACT_EVENT_ABORT:
 			pmhash_remove_pools(false);
+			pmhash_local_sweep();
 			break;
 		default:
 			break;
@@ -316,6 +334,14 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	else
 		standard_ProcessUtility(pstmt, queryString, readOnlyTree, context,
 								params, queryEnv, dest, qc);
+
+	/*
+	 * ALTER ... SET TABLESPACE copied index storage block by block: give
+	 * the copies their pools now, at the nesting level of the DDL (a later
+	 * savepoint could not see the storage it replaced).
+	 */
+	if (IsA(parsetree, AlterTableStmt) || IsA(parsetree, AlterTableMoveAllStmt))
+		pmhash_pre_commit();
 
 	if (OidIsValid(dropped_db))
 		pmhash_remove_db_dir(dropped_db);

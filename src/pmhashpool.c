@@ -19,6 +19,7 @@
 
 #include <libpmem.h>
 
+#include "access/xlog.h"
 #include "common/file_perm.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
@@ -65,7 +66,16 @@ pmhash_ensure_dir(const char *path)
 {
 	struct stat st;
 
-	if (mkdir(path, pg_dir_create_mode) != 0 && errno != EEXIST)
+	if (mkdir(path, pg_dir_create_mode) == 0)
+	{
+		/* make the new directory's entry durable in its parent */
+		char		parent[MAXPGPATH];
+
+		strlcpy(parent, path, sizeof(parent));
+		get_parent_directory(parent);
+		(void) fsync_fname_ext(parent[0] ? parent : ".", true, true, WARNING);
+	}
+	else if (errno != EEXIST)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create pmhash pool directory \"%s\": %m", path),
@@ -81,9 +91,82 @@ pmhash_ensure_dir(const char *path)
 				 errhint("Set pmhash.pool_dir to a directory and restart the server.")));
 }
 
+/* the pool directory's epoch, read or advanced at postmaster start */
+static uint32 pmhash_epoch = 0;
+
+/* the current epoch (inherited from the postmaster) */
+uint32
+pmhash_pool_epoch(void)
+{
+	return pmhash_epoch;
+}
+
+/*
+ * Read the epoch file of the pool directory, advancing it when the server
+ * starts from a base backup.  A base backup copies the data directory,
+ * pools included (by default they live inside it), while the index's
+ * entries move on: the copy is fuzzy.  PostgreSQL 15 only has backup_label
+ * in a data directory restored from a base backup; the startup process
+ * renames it after the postmaster has run this.  Pools of an older epoch
+ * are refused (REINDEX).
+ */
+static void
+pmhash_epoch_init(void)
+{
+	char		path[MAXPGPATH];
+	char		buf[32];
+	FILE	   *f;
+	uint32		epoch = 1;
+	bool		dirty = false;
+
+	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
+	f = fopen(path, "r");
+	if (f != NULL)
+	{
+		if (fgets(buf, sizeof(buf), f) == NULL ||
+			sscanf(buf, "%u", &epoch) != 1 || epoch == 0)
+			ereport(FATAL,
+					(errcode(ERRCODE_DATA_CORRUPTED),
+					 errmsg("pmhash epoch file \"%s\" is corrupt", path),
+					 errhint("Remove the pool directory's contents and REINDEX every pmhash index.")));
+		fclose(f);
+	}
+	else
+		dirty = true;
+
+	if (access("backup_label", F_OK) == 0)
+	{
+		epoch++;
+		dirty = true;
+		ereport(LOG,
+				(errmsg("pmhash: starting from a base backup; pools from before it will need REINDEX (pool epoch %u)",
+						epoch)));
+	}
+
+	if (dirty)
+	{
+		char		tmp[MAXPGPATH];
+		int			fd;
+		int			len;
+
+		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+		len = snprintf(buf, sizeof(buf), "%u\n", epoch);
+		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+				  S_IRUSR | S_IWUSR);
+		if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0 ||
+			close(fd) != 0 || rename(tmp, path) != 0)
+			ereport(FATAL,
+					(errcode_for_file_access(),
+					 errmsg("could not write pmhash epoch file \"%s\": %m", path)));
+		(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+	}
+	pmhash_epoch = epoch;
+}
+
 /*
  * Called at postmaster start: create pmhash.pool_dir (0700) if it does not
- * exist yet, and refuse to start with something unusable there.
+ * exist yet, refuse to start with something unusable there, and set up the
+ * pool epoch.
  */
 void
 pmhash_pool_dir_init(void)
@@ -95,6 +178,7 @@ pmhash_pool_dir_init(void)
 				 errmsg("pmhash pool directory \"%s\" is not writable: %m",
 						pmhash_pool_dir),
 				 errhint("Set pmhash.pool_dir to a directory the server can write and restart.")));
+	pmhash_epoch_init();
 }
 
 /* report a failed persist or file operation on an index's pool */
@@ -215,6 +299,9 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 
 	pmh_header_init(&hdr, pool_id, local->key.dbid, local->key.spcid,
 					local->key.relnode, RelationGetRelid(index));
+	hdr.timeline = GetWALInsertionTimeLine();
+	hdr.epoch = pmhash_epoch;
+	hdr.checksum = pmh_header_checksum(&hdr);
 	if (pmh_pool_format(&local->pool, &hdr) != 0)
 		pmhash_report_io_error(index, "persist");
 
@@ -276,6 +363,24 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
 	}
 
+	/*
+	 * A pool from before a promotion or a point-in-time recovery (a copy
+	 * taken with a base backup) is older than the WAL that brought the
+	 * heap to where it is: it must not be trusted.
+	 */
+	if (hdr.timeline != GetWALInsertionTimeLine() || hdr.epoch != pmhash_epoch)
+	{
+		close(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pool file \"%s\" of pmhash index \"%s\" predates a promotion, a point-in-time recovery or a restored base backup",
+						path, RelationGetRelationName(index)),
+				 errdetail("The pool was created on WAL timeline %u in pool epoch %u; the server is on timeline %u in epoch %u.",
+						   hdr.timeline, hdr.epoch, GetWALInsertionTimeLine(),
+						   pmhash_epoch),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	}
+
 	local->key = *key;
 	local->fd = fd;
 	local->pool.no_persist = 0;
@@ -307,11 +412,25 @@ void
 pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 {
 	size_t		len = pmh_pool_bytes(nsegments);
+	size_t		old = local->pool.mapped_len;
 	int			rc;
 
-	rc = posix_fallocate(local->fd, 0, len);
+	/*
+	 * Change the length in one step (a crash never leaves a partial
+	 * segment), then reserve the blocks so that running out of space is an
+	 * error now rather than a SIGBUS later.
+	 */
+	if (ftruncate(local->fd, (off_t) len) != 0)
+		rc = errno;
+	else
+		rc = posix_fallocate(local->fd, (off_t) old, (off_t) (len - old));
 	if (rc != 0)
 	{
+		if (ftruncate(local->fd, (off_t) old) != 0)
+			ereport(WARNING,
+					(errcode_for_file_access(),
+					 errmsg("could not shrink pool of pmhash index \"%s\" back: %m",
+							RelationGetRelationName(index))));
 		errno = rc;
 		ereport(ERROR,
 				(errcode(rc == ENOSPC ? ERRCODE_DISK_FULL : ERRCODE_IO_ERROR),
@@ -335,6 +454,7 @@ pmhash_pool_close(PmhashLocal *local)
 	if (local->fd >= 0)
 		close(local->fd);
 	local->fd = -1;
+	local->generation = 0;
 }
 
 /* remove the pool file of an index storage; false if there was none */

@@ -19,6 +19,7 @@
 #include "miscadmin.h"
 #include "nodes/tidbitmap.h"
 #include "pgstat.h"
+#include "storage/bufmgr.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 
@@ -33,6 +34,7 @@ typedef struct PmhashScanOpaqueData
 	int			ntids;
 	int			next;
 	int			cap;
+	BlockNumber heap_nblocks;	/* heap length as last seen */
 } PmhashScanOpaqueData;
 
 typedef PmhashScanOpaqueData *PmhashScanOpaque;
@@ -45,6 +47,7 @@ pmhashbeginscan(Relation rel, int nkeys, int norderbys)
 	PmhashScanOpaque so = palloc0(sizeof(PmhashScanOpaqueData));
 
 	so->cap = 64;
+	so->heap_nblocks = 0;		/* read on first need */
 	so->tids = palloc(sizeof(ItemPointerData) * so->cap);
 	scan->opaque = so;
 	return scan;
@@ -170,9 +173,32 @@ pmhash_collect(IndexScanDesc scan)
 	}
 	pmhash_detach(&idx);
 
-	for (i = 0; i < n; i++)
-		ItemPointerSet(&so->tids[i], pmh_tag_block(tags[i]),
-					   pmh_tag_offset(tags[i]));
+	/*
+	 * An entry can outlive a crash that lost its heap insert; once VACUUM
+	 * has truncated the heap, its TID points past the end.  Skip such TIDs
+	 * (VACUUM removes their entries): the heap length is read again before
+	 * a TID is skipped, as the heap may have grown since it was cached.
+	 */
+	{
+		int			kept = 0;
+
+		for (i = 0; i < n; i++)
+		{
+			BlockNumber blk = pmh_tag_block(tags[i]);
+
+			/* (a bitmap heap scan ignores such blocks by itself) */
+			if (scan->heapRelation != NULL && blk >= so->heap_nblocks)
+			{
+				so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
+				if (blk >= so->heap_nblocks)
+					continue;
+			}
+			/* (ItemPointerSet is a macro: no side effects in its arguments) */
+			ItemPointerSet(&so->tids[kept], blk, pmh_tag_offset(tags[i]));
+			kept++;
+		}
+		n = kept;
+	}
 	pfree(tags);
 
 	if (n > 1)

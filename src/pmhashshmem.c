@@ -13,6 +13,7 @@
 #include "postgres.h"
 
 #include "access/relation.h"
+#include "access/xlog.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "storage/ipc.h"
@@ -30,6 +31,7 @@ typedef struct PmhashControl
 	int			seg_tranche;
 	int			dsa_tranche;
 	pg_atomic_uint64 next_generation;
+	pg_atomic_uint64 drops;		/* counts removed shared entries */
 	size_t		dsa_size;
 	char	   *dsa_place;
 } PmhashControl;
@@ -49,6 +51,7 @@ typedef struct PmhashRelCache
 static dsa_area *pmhash_pm_area = NULL; /* the postmaster's (creator's) */
 static HTAB *pmhash_local_htab = NULL;
 static pid_t pmhash_area_pid = 0;
+static uint64 pmhash_seen_drops = 0;
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -113,6 +116,7 @@ pmhash_shmem_startup_hook(void)
 		pmhash_ctl->seg_tranche = LWLockNewTrancheId();
 		pmhash_ctl->dsa_tranche = LWLockNewTrancheId();
 		pg_atomic_init_u64(&pmhash_ctl->next_generation, 1);
+		pg_atomic_init_u64(&pmhash_ctl->drops, 0);
 		pmhash_ctl->dsa_size = pmhash_dsa_size();
 		pmhash_ctl->dsa_place = place;
 		pmhash_pm_area = dsa_create_in_place(place, pmhash_ctl->dsa_size,
@@ -126,7 +130,7 @@ pmhash_shmem_startup_hook(void)
 	info.entrysize = sizeof(PmhashShared);
 	pmhash_htab = ShmemInitHash("pmhash indexes", pmhash_max_indexes,
 								pmhash_max_indexes, &info,
-								HASH_ELEM | HASH_BLOBS);
+								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 
 	LWLockRelease(AddinShmemInitLock);
 
@@ -457,6 +461,7 @@ pmhash_load(PmhashIndex *idx)
 
 	pmhash_free_shared(shared);
 	pmhash_pool_close(local);
+	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
 
 	if (!pmhash_read_metapage(rel, &meta))
 		ereport(ERROR,
@@ -581,6 +586,13 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 
 	PmhashRelCache *cache = (PmhashRelCache *) index->rd_amcache;
 
+	if (RecoveryInProgress())
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pmhash index \"%s\" cannot be used during recovery",
+						RelationGetRelationName(index)),
+				 errdetail("pmhash pools are not WAL-logged, so a standby's pools do not follow its primary."),
+				 errhint("Query the primary, or disable index scans for this query.")));
 	pmhash_key_for_rel(index, &key);
 	if (cache != NULL && pmhash_area_pid == MyProcPid &&
 		memcmp(&cache->key, &key, sizeof(key)) == 0)
@@ -600,7 +612,7 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 					 errmsg("pmhash indexes on temporary tables are not supported")));
 		pmhash_backend_init();
-		pmhash_adopt_pool(index, &key);
+		(void) pmhash_adopt_pool(index, &key);
 		shared = pmhash_shared_entry(&key, RelationGetRelid(index));
 		local = pmhash_local_entry(&key);
 		if (cache == NULL)
@@ -814,15 +826,61 @@ pmhash_forget(const PmhashKey *key)
 
 	if (pmhash_ctl == NULL)
 		return;
-	pmhash_backend_init();
 	pmhash_local_forget(key);
 
-	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
 	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
-	if (shared)
+	LWLockRelease(pmhash_htab_lock);
+	if (shared == NULL)
+		return;
+	pmhash_backend_init();		/* to free DSA memory */
+
+	/*
+	 * Nobody can start using a dropped storage, but a backend that attached
+	 * before the drop (e.g. pmhash_stats on an index that REINDEX
+	 * CONCURRENTLY is dropping) may still hold the index lock: wait for it.
+	 * The lock order is index lock, then hash-table lock.
+	 */
+	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	pmhash_free_shared(shared);
+	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
+	pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
+	LWLockRelease(pmhash_htab_lock);
+	LWLockRelease(&shared->lock);
+}
+
+/*
+ * Close this backend's mappings of pools that were dropped or replaced by
+ * other backends, so that their space is freed.  Cheap unless some pool
+ * was dropped since the last call (at transaction end).
+ */
+void
+pmhash_local_sweep(void)
+{
+	HASH_SEQ_STATUS status;
+	PmhashLocal *local;
+	uint64		drops;
+
+	if (pmhash_local_htab == NULL || pmhash_area_pid != MyProcPid)
+		return;
+	drops = pg_atomic_read_u64(&pmhash_ctl->drops);
+	if (drops == pmhash_seen_drops)
+		return;
+	pmhash_seen_drops = drops;
+
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	hash_seq_init(&status, pmhash_local_htab);
+	while ((local = hash_seq_search(&status)) != NULL)
 	{
-		pmhash_free_shared(shared);
-		hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
+		PmhashShared *shared;
+
+		if (local->pool.base == NULL && local->fd < 0)
+			continue;
+		shared = hash_search(pmhash_htab, &local->key, HASH_FIND, NULL);
+		if (shared == NULL || shared->generation != local->generation)
+			pmhash_pool_close(local);
 	}
 	LWLockRelease(pmhash_htab_lock);
 }
@@ -845,6 +903,7 @@ pmhash_forget_database(Oid dbid)
 		{
 			pmhash_free_shared(shared);
 			hash_search(pmhash_htab, &shared->key, HASH_REMOVE, NULL);
+			pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
 		}
 	}
 	LWLockRelease(pmhash_htab_lock);
@@ -899,4 +958,12 @@ pmhash_new_pool_id(void)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random pool id")));
 	return id == 0 ? 1 : id;
+}
+
+/* attach to pmhash's shared memory now, if this backend has not yet */
+void
+pmhash_shmem_backend_ready(void)
+{
+	if (pmhash_ctl != NULL)
+		pmhash_backend_init();
 }

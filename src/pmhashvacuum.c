@@ -17,6 +17,9 @@
 #include "postgres.h"
 
 #include "access/genam.h"
+#include "access/table.h"
+#include "access/xlog.h"
+#include "access/xloginsert.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
@@ -25,11 +28,38 @@
 
 #include "pmhash.h"
 
+/* what the pass needs besides the index */
+typedef struct PmhashVacState
+{
+	IndexBulkDeleteCallback callback;
+	void	   *callback_state;
+	Relation	heap;
+	BlockNumber nblocks;		/* heap length, refreshed when exceeded */
+} PmhashVacState;
+
+/*
+ * Is this TID dead?  Besides what VACUUM reports, a TID past the end of
+ * the heap is dead: its entry was persisted before a crash lost the heap
+ * insert's WAL, and VACUUM has since truncated the heap.  The heap length
+ * is read afresh before such a verdict, under the segment lock, so that a
+ * concurrent insert into a newly extended block is never taken for one.
+ */
+static bool
+pmhash_tid_is_dead(PmhashVacState *vs, ItemPointer tid)
+{
+	if (ItemPointerGetBlockNumber(tid) >= vs->nblocks)
+	{
+		vs->nblocks = RelationGetNumberOfBlocks(vs->heap);
+		if (ItemPointerGetBlockNumber(tid) >= vs->nblocks)
+			return true;
+	}
+	return vs->callback(tid, vs->callback_state);
+}
+
 /* remove dead entries from one segment; returns entries removed */
 static uint64
 pmhash_vacuum_segment(PmhashIndex *idx, uint32 segno, uint64 owner_word,
-					  IndexBulkDeleteCallback callback, void *callback_state,
-					  uint64 *remaining)
+					  PmhashVacState *vs, uint64 *remaining)
 {
 	PmhPool    *pool = &idx->local->pool;
 	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
@@ -52,7 +82,7 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 			Assert(pmh_entry_is_live(ent, owner_word));
 			ItemPointerSet(&tid, pmh_tag_block(ent->tag),
 						   pmh_tag_offset(ent->tag));
-			if (callback(&tid, callback_state))
+			if (pmhash_tid_is_dead(vs, &tid))
 				dead |= (uint16) (1 << s);
 			else
 				(*remaining)++;
@@ -81,8 +111,23 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	uint64		remaining = 0;
 	uint64		segments = 0;
 
+	PmhashVacState vs;
+
 	if (stats == NULL)
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
+
+	/*
+	 * The deletions below are persistent at once.  Make sure the WAL that
+	 * made these tuples dead (a commit written with synchronous_commit =
+	 * off, say) is on disk first, or a crash could bring the rows back
+	 * without their entries.
+	 */
+	XLogFlush(GetXLogInsertRecPtr());
+
+	vs.callback = callback;
+	vs.callback_state = callback_state;
+	vs.heap = table_open(index->rd_index->indrelid, NoLock);
+	vs.nblocks = RelationGetNumberOfBlocks(vs.heap);
 
 	for (;;)
 	{
@@ -102,12 +147,10 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		slot = pmhash_seg_slot(&idx, segno);
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		word = slot->meta.word;
-		got = pmhash_vacuum_segment(&idx, segno, word, callback,
-									callback_state, &remaining);
+		got = pmhash_vacuum_segment(&idx, segno, word, &vs, &remaining);
 		for (seg = slot->meta.ovf_next; seg != PMH_NO_SEGMENT;
 			 seg = pmhash_seg_slot(&idx, seg)->meta.ovf_next)
-			got += pmhash_vacuum_segment(&idx, seg, word, callback,
-										 callback_state, &remaining);
+			got += pmhash_vacuum_segment(&idx, seg, word, &vs, &remaining);
 		LWLockRelease(&slot->lock);
 		if (got > 0)
 			pg_atomic_fetch_sub_u64(&idx.shared->entries, got);
@@ -124,6 +167,8 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		if (pos == 0)
 			break;				/* wrapped: the last range is done */
 	}
+
+	table_close(vs.heap, NoLock);
 
 	stats->tuples_removed += (double) removed;
 	stats->num_index_tuples = (double) remaining;
