@@ -489,7 +489,7 @@ pmh_bucket_free_slot(const PmhSegMeta *meta, int bucket)
 /* count the live entries of a segment, and those whose bit "bitpos" is set */
 static void
 pmh_count_split(const PmhPool *pool, const PmhSegMeta *m, uint32 segno,
-				uint64 owner_word, int bitpos, uint64 *total, uint64 *ones)
+				int bitpos, uint64 *total, uint64 *ones)
 {
 	const PmhEntry *e = pmh_seg_entries(pool, segno);
 	int			b;
@@ -507,7 +507,6 @@ pmh_count_split(const PmhPool *pool, const PmhSegMeta *m, uint32 segno,
 			*ones += (e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1;
 		}
 	}
-	(void) owner_word;
 }
 
 /*
@@ -524,11 +523,11 @@ pmh_split_is_useful(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno)
 	uint64		ones = 0;
 	uint32		seg;
 
-	pmh_count_split(pool, meta, segno, meta->word, bitpos, &total, &ones);
+	pmh_count_split(pool, meta, segno, bitpos, &total, &ones);
 	for (seg = meta->ovf_next; seg != PMH_NO_SEGMENT;
 		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
-		pmh_count_split(pool, cb->get_meta(cb->arg, seg), seg, meta->word,
-						bitpos, &total, &ones);
+		pmh_count_split(pool, cb->get_meta(cb->arg, seg), seg, bitpos,
+						&total, &ones);
 	return ones >= total / PMH_SPLIT_MIN_SHARE &&
 		total - ones >= total / PMH_SPLIT_MIN_SHARE;
 }

@@ -209,6 +209,24 @@ pmhash_dsa_free(PmhashShared *shared, dsa_pointer dp, size_t size)
 	}
 }
 
+/* an index's shared state with nothing loaded (DSA memory not touched) */
+static void
+pmhash_clear_shared(PmhashShared *shared)
+{
+	shared->state = PMHASH_STATE_EMPTY;
+	shared->chunks = InvalidDsaPointer;
+	shared->dir = InvalidDsaPointer;
+	shared->freesegs = InvalidDsaPointer;
+	shared->nchunks = 0;
+	shared->chunkcap = 0;
+	shared->nfree = 0;
+	shared->freecap = 0;
+	shared->nsegments = 0;
+	shared->global_depth = 0;
+	shared->primaries = 0;
+	shared->overflows = 0;
+}
+
 /* release everything an index holds in the DSA area */
 static void
 pmhash_free_shared(PmhashShared *shared)
@@ -229,19 +247,8 @@ pmhash_free_shared(PmhashShared *shared)
 						sizeof(uint32) * ((size_t) 1 << shared->global_depth));
 	pmhash_dsa_free(shared, shared->freesegs,
 					sizeof(uint32) * shared->freecap);
-	shared->chunks = InvalidDsaPointer;
-	shared->dir = InvalidDsaPointer;
-	shared->freesegs = InvalidDsaPointer;
-	shared->nchunks = 0;
-	shared->chunkcap = 0;
-	shared->nfree = 0;
-	shared->freecap = 0;
-	shared->nsegments = 0;
-	shared->global_depth = 0;
-	shared->primaries = 0;
-	shared->overflows = 0;
+	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
-	shared->state = PMHASH_STATE_EMPTY;
 }
 
 /* the shared slot (lock + metadata) of a segment */
@@ -414,21 +421,10 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	if (!found)
 	{
 		LWLockInitialize(&shared->lock, pmhash_ctl->index_tranche);
-		shared->state = PMHASH_STATE_EMPTY;
+		pmhash_clear_shared(shared);
 		shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
 		shared->indexoid = indexoid;
 		shared->pool_id = 0;
-		shared->nsegments = 0;
-		shared->global_depth = 0;
-		shared->dir = InvalidDsaPointer;
-		shared->chunks = InvalidDsaPointer;
-		shared->nchunks = 0;
-		shared->chunkcap = 0;
-		shared->freesegs = InvalidDsaPointer;
-		shared->nfree = 0;
-		shared->freecap = 0;
-		shared->primaries = 0;
-		shared->overflows = 0;
 		shared->shmem_bytes = 0;
 		pg_atomic_init_u64(&shared->entries, 0);
 	}
