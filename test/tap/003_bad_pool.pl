@@ -114,4 +114,23 @@ damage_and_check('corrupt segment word', sub {
 	write_at($_[0], 4096, "\x13\x37\x13\x37\x13\x37\x13\x37");
 }, qr/corrupt/);
 
+# damage under a running server: shared memory still holds the old state,
+# and pmhash_check reports where the pool disagrees with it
+{
+	my $path = pool_of('a_k');
+	# segment 0's overflow link (offset 4096 + 8), and a slot's tag in its
+	# first bucket (offset 4096 + 256 + 8) set to a live-looking garbage tag
+	write_at($path, 4096 + 8, pack('Q<', 12345));
+	write_at($path, 4096 + 256 + 8, pack('Q<', 0xA5000000FFFF0001));
+	my $problems = $node->safe_psql('postgres',
+		q{SELECT string_agg(p, E'\n') FROM pmhash_check('a_k') p});
+	like($problems, qr/disagree on its overflow chain/,
+		'pmhash_check reports a changed overflow link');
+	like($problems, qr/slot 0|fingerprint|live/,
+		'pmhash_check reports a changed slot');
+	$node->safe_psql('postgres', 'REINDEX INDEX a_k');
+	is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('a_k')}),
+		'0', 'REINDEX repairs it');
+}
+
 done_testing();
