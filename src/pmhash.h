@@ -179,7 +179,6 @@ extern void pmhash_key_for_node(const RelFileNode *node, PmhashKey *key);
 extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
 extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
 extern void pmhash_pool_dir_init(void);
-extern uint32 pmhash_pool_epoch(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
 extern void pmhash_pool_open(Relation index, const PmhashKey *key,
@@ -216,9 +215,8 @@ extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_forget(const PmhashKey *key);
 extern void pmhash_forget_database(Oid dbid);
-extern void pmhash_local_forget(const PmhashKey *key);
 extern void pmhash_local_sweep(void);
-extern void pmhash_shmem_backend_ready(void);
+extern void pmhash_backend_init(void);
 
 /* pmhashlifecycle.c: pools follow the index storage */
 extern void pmhash_lifecycle_init(void);

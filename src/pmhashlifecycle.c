@@ -217,7 +217,7 @@ pmhash_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_COMMIT:
 			pmhash_pre_commit();
 			/* allocate now what the commit callback needs: no ERROR there */
-			pmhash_shmem_backend_ready();
+			pmhash_backend_init();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			pmhash_pre_prepare();

@@ -91,15 +91,11 @@ pmhash_ensure_dir(const char *path)
 				 errhint("Set pmhash.pool_dir to a directory and restart the server.")));
 }
 
-/* the pool directory's epoch, read or advanced at postmaster start */
+/*
+ * The pool directory's epoch, read or advanced at postmaster start and
+ * inherited by every backend.
+ */
 static uint32 pmhash_epoch = 0;
-
-/* the current epoch (inherited from the postmaster) */
-uint32
-pmhash_pool_epoch(void)
-{
-	return pmhash_epoch;
-}
 
 /*
  * Read the epoch file of the pool directory, advancing it when the server

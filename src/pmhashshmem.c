@@ -53,6 +53,8 @@ static HTAB *pmhash_local_htab = NULL;
 static pid_t pmhash_area_pid = 0;
 static uint64 pmhash_seen_drops = 0;
 
+static void pmhash_local_forget(const PmhashKey *key);
+
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
 
@@ -148,14 +150,18 @@ pmhash_shmem_request(void)
 	shmem_startup_hook = pmhash_shmem_startup_hook;
 }
 
-/* attach this backend to the DSA area and name the lock tranches */
-static void
+/*
+ * Attach this backend to the DSA area and name the lock tranches (once per
+ * backend; nothing to do where pmhash's shared memory does not exist).
+ */
+void
 pmhash_backend_init(void)
 {
 	HASHCTL		info;
 	MemoryContext oldcxt;
 
-	if (pmhash_area != NULL && pmhash_area_pid == MyProcPid)
+	if (pmhash_ctl == NULL ||
+		(pmhash_area != NULL && pmhash_area_pid == MyProcPid))
 		return;
 
 	LWLockRegisterTranche(pmhash_ctl->index_tranche, "pmhash_index");
@@ -906,7 +912,7 @@ pmhash_forget_database(Oid dbid)
 }
 
 /* close this backend's mapping of a pool */
-void
+static void
 pmhash_local_forget(const PmhashKey *key)
 {
 	PmhashLocal *local;
@@ -918,10 +924,9 @@ pmhash_local_forget(const PmhashKey *key)
 	{
 		/*
 		 * Keep the (closed) entry: a relcache entry may still point at it;
-		 * its generation no longer matches any shared entry.
+		 * closing resets its generation, which matches no shared entry.
 		 */
 		pmhash_pool_close(local);
-		local->generation = 0;
 	}
 }
 
@@ -954,12 +959,4 @@ pmhash_new_pool_id(void)
 				(errcode(ERRCODE_INTERNAL_ERROR),
 				 errmsg("could not generate a random pool id")));
 	return id == 0 ? 1 : id;
-}
-
-/* attach to pmhash's shared memory now, if this backend has not yet */
-void
-pmhash_shmem_backend_ready(void)
-{
-	if (pmhash_ctl != NULL)
-		pmhash_backend_init();
 }
