@@ -246,6 +246,38 @@ stage_inputdir() {
 	echo "$stage"
 }
 
+# suite_schedule NAME FIXED DIR EXT: the schedule file FIXED if it exists,
+# else one generated into tmp_check/NAME_schedule from DIR/*.EXT, sorted
+suite_schedule() {
+	local out=$PMH_CHECK/${1}_schedule f
+	if [ -f "$2" ]; then
+		echo "$2"
+		return
+	fi
+	: >"$out"
+	for f in "$3"/*."$4"; do
+		[ -e "$f" ] || continue
+		echo "test: $(basename "$f" ."$4")" >>"$out"
+	done
+	echo "$out"
+}
+
+# run_schedule_suite NAME DRIVER INPUTDIR SCHEDULE DBNAME WHAT: skip a suite
+# without tests, count it as failed when the build failed, else run it
+run_schedule_suite() {
+	local name=$1 driver=$2 inputdir=$3 schedule=$4 dbname=$5 what=$6 ntests
+	ntests=$(list_schedule_tests "$schedule" | wc -l)
+	if [ "$ntests" -eq 0 ]; then
+		pmh_head "$name: no $what, skipped"
+	elif [ "$BUILD_OK" != 1 ]; then
+		pmh_head "$name: NOT RUN (build/install failed): $ntests $what counted as failed"
+		record "$name" 0 "$ntests" "not run: build/install failed" 0
+	else
+		pmh_head "$name: $(basename "$driver"), $ntests $what, schedule ${schedule#"$PMH_ROOT"/}"
+		run_pg_regress_suite "$name" "$driver" "$inputdir" "$schedule" "$ntests" "$dbname"
+	fi
+}
+
 # run_pg_regress_suite NAME DRIVER INPUTDIR SCHEDULE NTESTS DBNAME
 run_pg_regress_suite() {
 	local name=$1 driver=$2 inputdir=$3 schedule=$4 ntests=$5 dbname=$6
@@ -301,53 +333,18 @@ run_pg_regress_suite() {
 # ------------------------------------------------------------ regress ---
 
 if want regress; then
-	if [ -f test/regress_schedule ]; then
-		schedule=$PMH_ROOT/test/regress_schedule
-	else
-		schedule=$PMH_CHECK/regress_schedule
-		: >"$schedule"
-		for f in sql/*.sql; do
-			[ -e "$f" ] || continue
-			b=$(basename "$f" .sql)
-			echo "test: $b" >>"$schedule"
-		done
-	fi
-	ntests=$(list_schedule_tests "$schedule" | wc -l)
-	if [ "$ntests" -eq 0 ]; then
-		pmh_head "regress: no tests (sql/*.sql), skipped"
-	elif [ "$BUILD_OK" != 1 ]; then
-		pmh_head "regress: NOT RUN (build/install failed): $ntests test(s) counted as failed"
-		record regress 0 "$ntests" "not run: build/install failed" 0
-	else
-		pmh_head "regress: pg_regress, $ntests test(s), schedule ${schedule#"$PMH_ROOT"/}"
-		run_pg_regress_suite regress "$PG_REGRESS" "$PMH_ROOT" "$schedule" "$ntests" contrib_regression
-	fi
+	run_schedule_suite regress "$PG_REGRESS" "$PMH_ROOT" \
+		"$(suite_schedule regress test/regress_schedule sql sql)" \
+		contrib_regression "test(s) (sql/*.sql)"
 fi
 
 # ---------------------------------------------------------- isolation ---
 
 if want isolation; then
 	idir=$PMH_ROOT/test/isolation
-	if [ -f "$idir/isolation_schedule" ]; then
-		schedule=$idir/isolation_schedule
-	else
-		schedule=$PMH_CHECK/isolation_schedule
-		: >"$schedule"
-		for f in "$idir"/specs/*.spec; do
-			[ -e "$f" ] || continue
-			echo "test: $(basename "$f" .spec)" >>"$schedule"
-		done
-	fi
-	ntests=$(list_schedule_tests "$schedule" | wc -l)
-	if [ "$ntests" -eq 0 ]; then
-		pmh_head "isolation: no specs (test/isolation/specs/*.spec), skipped"
-	elif [ "$BUILD_OK" != 1 ]; then
-		pmh_head "isolation: NOT RUN (build/install failed): $ntests spec(s) counted as failed"
-		record isolation 0 "$ntests" "not run: build/install failed" 0
-	else
-		pmh_head "isolation: pg_isolation_regress, $ntests spec(s)"
-		run_pg_regress_suite isolation "$PG_ISOLATION_REGRESS" "$idir" "$schedule" "$ntests" isolation_regression
-	fi
+	run_schedule_suite isolation "$PG_ISOLATION_REGRESS" "$idir" \
+		"$(suite_schedule isolation "$idir/isolation_schedule" "$idir/specs" spec)" \
+		isolation_regression "spec(s) (test/isolation/specs/*.spec)"
 fi
 
 # ---------------------------------------------------------------- tap ---
