@@ -49,6 +49,10 @@ is( $node->safe_psql('postgres', q{
 		SET enable_seqscan = off; SET enable_bitmapscan = off;
 		SELECT count(*) FROM t WHERE slow_key(k) = 77}),
 	'1', 'the index built while being watched works');
+is( $node->safe_psql('postgres', q{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) FROM t WHERE slow_key(k) = 77}),
+	'1', 'and agrees with a sequential scan');
 
 $node->stop;
 done_testing();

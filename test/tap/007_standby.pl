@@ -66,6 +66,15 @@ is($standby->safe_psql('postgres', q{
 	SELECT count(*) FROM t WHERE k = 77}), '6',
 	'REINDEX on the promoted server gives right answers');
 
+# every answer above agrees with a sequential scan on the same server
+for my $n ($standby, $primary)
+{
+	is($n->safe_psql('postgres', q{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) FROM t WHERE k = 77}), '6',
+		$n->name . ': sequential scan finds the same rows');
+}
+
 # the primary is unaffected
 is($primary->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
@@ -91,6 +100,10 @@ is($clone->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
 	SELECT count(*) FROM t WHERE k = 77}), '1',
 	'and the rebuilt pool is accepted after a restart');
+is($clone->safe_psql('postgres', q{
+	SET enable_indexscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM t WHERE k = 77}), '1',
+	'the clone\'s sequential scan agrees');
 $clone->stop;
 
 $standby->stop;
