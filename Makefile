@@ -5,19 +5,22 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 MODULE_big = pmhash
 OBJS = \
 	src/pmh_core.o \
+	src/pmh_media.o \
 	src/pmhash.o \
 	src/pmhashbuild.o \
 	src/pmhashcheck.o \
 	src/pmhashinsert.o \
 	src/pmhashlifecycle.o \
+	src/pmhashlog.o \
 	src/pmhashpool.o \
 	src/pmhashsearch.o \
 	src/pmhashshmem.o \
+	src/pmhashstats.o \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o
 
 EXTENSION = pmhash
-DATA = pmhash--0.1.sql
+DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
 PG_CPPFLAGS = -I$(srcdir)/src
@@ -33,7 +36,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies
-$(OBJS): src/pmh_core.h src/pmhash.h
+$(OBJS): src/pmh_core.h src/pmh_media.h src/pmhash.h
 
 # The data-structure core builds and runs without a server.
 CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \

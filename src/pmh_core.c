@@ -140,7 +140,9 @@ pmh_header_init(PmhPoolHeader *hdr, uint64 pool_id, uint32 db_oid,
 	hdr->seg_buckets = PMH_SEG_BUCKETS;
 	hdr->probe_buckets = PMH_PROBE_BUCKETS;
 	hdr->seg_bytes = PMH_SEG_BYTES;
-	hdr->seg_offset = PMH_HEADER_BYTES;
+	hdr->seg_offset = PMH_SEG_OFFSET;
+	hdr->log_offset = PMH_LOG_OFFSET;
+	hdr->log_lines = PMH_LOG_LINES;
 	hdr->checksum = pmh_header_checksum(hdr);
 }
 
@@ -179,10 +181,12 @@ pmh_header_validate(const PmhPoolHeader *hdr, size_t file_len)
 		hdr->seg_buckets != PMH_SEG_BUCKETS ||
 		hdr->probe_buckets != PMH_PROBE_BUCKETS ||
 		hdr->seg_bytes != PMH_SEG_BYTES ||
-		hdr->seg_offset != PMH_HEADER_BYTES)
+		hdr->seg_offset != PMH_SEG_OFFSET ||
+		hdr->log_offset != PMH_LOG_OFFSET ||
+		hdr->log_lines != PMH_LOG_LINES)
 		return PMH_HEADER_BAD_LAYOUT;
 	if (file_len < pmh_pool_bytes(1) ||
-		(file_len - PMH_HEADER_BYTES) % PMH_SEG_BYTES != 0)
+		(file_len - PMH_SEG_OFFSET) % PMH_SEG_BYTES != 0)
 		return PMH_HEADER_TRUNCATED;
 	return PMH_HEADER_OK;
 }
@@ -215,31 +219,28 @@ pmh_header_status_string(PmhHeaderStatus status)
 size_t
 pmh_pool_bytes(uint64 nsegments)
 {
-	return PMH_HEADER_BYTES + (size_t) nsegments * PMH_SEG_BYTES;
+	return PMH_SEG_OFFSET + (size_t) nsegments * PMH_SEG_BYTES;
 }
 
 /* number of segments the current mapping covers */
 uint64
 pmh_pool_nsegments(const PmhPool *pool)
 {
-	if (pool->mapped_len < PMH_HEADER_BYTES)
+	if (pool->mapped_len < PMH_SEG_OFFSET)
 		return 0;
-	return (pool->mapped_len - PMH_HEADER_BYTES) / PMH_SEG_BYTES;
+	return (pool->mapped_len - PMH_SEG_OFFSET) / PMH_SEG_BYTES;
 }
 
 /*
- * The persistence choke point.  On persistent memory (or when libpmem is
- * told to treat the mapping as such) flush the CPU cache lines and fence;
- * otherwise msync the pages.  Returns 0, or -1 with errno set.
+ * Flush one range and account for it; the fence is the caller's.  Returns
+ * 0, or -1 with errno set.
  */
-int
-pmh_persist(PmhPool *pool, const void *addr, size_t len)
+static int
+pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
 {
 	uintptr_t	start;
 	uintptr_t	end;
-
-	if (len == 0 || pool->no_persist)
-		return 0;
+	uintptr_t	l;
 
 	start = (uintptr_t) addr & ~((uintptr_t) PMH_CACHELINE_BYTES - 1);
 	end = ((uintptr_t) addr + len + PMH_CACHELINE_BYTES - 1) &
@@ -247,14 +248,106 @@ pmh_persist(PmhPool *pool, const void *addr, size_t len)
 	pool->stats.persists++;
 	pool->stats.bytes += len;
 	pool->stats.cachelines += (end - start) / PMH_CACHELINE_BYTES;
-	pool->stats.fences++;
+
+	/* 256 B media lines covered whole or in part (the pool is 4 kB aligned) */
+	for (l = start & ~((uintptr_t) PMH_LINE_BYTES - 1); l < end;
+		 l += PMH_LINE_BYTES)
+	{
+		if (l >= start && l + PMH_LINE_BYTES <= end)
+			pool->stats.lines_whole++;
+		else
+			pool->stats.lines_partial++;
+	}
+	if (pool->flush_hook)
+		pool->flush_hook(pool->flush_hook_arg,
+						 (uint64) (start - (uintptr_t) pool->base),
+						 end - start);
 
 	if (pool->is_pmem)
 	{
-		pmem_persist(addr, len);
+		pmem_flush(addr, len);
 		return 0;
 	}
 	return pmem_msync(addr, len);
+}
+
+/* wait until every flush issued so far has reached the device */
+static void
+pmh_fence(PmhPool *pool)
+{
+	pool->stats.fences++;
+	if (pool->is_pmem)
+		pmem_drain();
+	if (pool->flush_hook)
+		pool->flush_hook(pool->flush_hook_arg, 0, 0);
+}
+
+/*
+ * The persistence choke point.  On persistent memory (or when libpmem is
+ * told to treat the mapping as such) flush the CPU cache lines and fence;
+ * otherwise msync the pages.  Inside a batch (pmh_batch_begin) the range is
+ * only remembered: pmh_batch_end flushes every range and fences once.
+ * Returns 0, or -1 with errno set.
+ */
+int
+pmh_persist(PmhPool *pool, const void *addr, size_t len)
+{
+	if (len == 0 || pool->no_persist)
+		return 0;
+
+	if (pool->batching)
+	{
+		if (pool->nbatch == PMH_BATCH_RANGES)
+		{
+			int			i;
+
+			/* flush what we have; the fence still waits for the end */
+			for (i = 0; i < pool->nbatch; i++)
+			{
+				if (pmh_flush_range(pool, pool->batch[i].addr,
+									pool->batch[i].len) != 0)
+					return -1;
+			}
+			pool->nbatch = 0;
+		}
+		pool->batch[pool->nbatch].addr = addr;
+		pool->batch[pool->nbatch].len = len;
+		pool->nbatch++;
+		return 0;
+	}
+
+	if (pmh_flush_range(pool, addr, len) != 0)
+		return -1;
+	pmh_fence(pool);
+	return 0;
+}
+
+/* start collecting persists: they are flushed, with one fence, at the end */
+void
+pmh_batch_begin(PmhPool *pool)
+{
+	pool->batching = 1;
+	pool->nbatch = 0;
+}
+
+/*
+ * Flush every range persisted since pmh_batch_begin, then fence once.
+ * Returns 0, or -1 with errno set (the batch is over either way).
+ */
+int
+pmh_batch_end(PmhPool *pool)
+{
+	int			i;
+	int			rc = 0;
+	int			n = pool->nbatch;
+
+	pool->batching = 0;
+	pool->nbatch = 0;
+	for (i = 0; i < n && rc == 0; i++)
+		rc = pmh_flush_range(pool, pool->batch[i].addr, pool->batch[i].len);
+	if (n > 0 && rc == 0)
+		pmh_fence(pool);
+	return rc;
 }
 
 /*
@@ -340,6 +433,14 @@ pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint8 fp)
 /* call fn for every live slot whose fingerprint matches, in window + chain */
 typedef bool (*pmh_slot_fn) (const PmhEntry *e, void *arg);
 
+/* tell the read hook (statistics mode) that a probe read this slot */
+static inline void
+pmh_note_read(const PmhPool *pool, const PmhEntry *e)
+{
+	pool->read_hook(pool->flush_hook_arg,
+					(uint64) ((const char *) e - pool->base), sizeof(PmhEntry));
+}
+
 static bool
 pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 		  uint64 hash, pmh_slot_fn fn, void *arg)
@@ -361,6 +462,8 @@ pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			int			s = pg_rightmost_one_pos32(cand);
 
 			cand &= cand - 1;
+			if (pool->read_hook)
+				pmh_note_read(pool, &entries[b * PMH_BUCKET_SLOTS + s]);
 			if (entries[b * PMH_BUCKET_SLOTS + s].hash == hash &&
 				fn(&entries[b * PMH_BUCKET_SLOTS + s], arg))
 				return true;
@@ -382,6 +485,8 @@ pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 				int			s = pg_rightmost_one_pos32(cand);
 
 				cand &= cand - 1;
+				if (pool->read_hook)
+					pmh_note_read(pool, &oe[b * PMH_BUCKET_SLOTS + s]);
 				if (oe[b * PMH_BUCKET_SLOTS + s].hash == hash &&
 					fn(&oe[b * PMH_BUCKET_SLOTS + s], arg))
 					return true;
@@ -436,6 +541,20 @@ pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	c.want = 0;
 	(void) pmh_probe(pool, cb, segno, hash, pmh_collect_fn, &c);
 	return c.n;
+}
+
+/* is exactly this (hash, tag) a live entry of segment segno or its chain? */
+bool
+pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+			 uint64 hash, uint64 tag)
+{
+	PmhCollect	c;
+
+	c.tags = NULL;
+	c.max = 0;
+	c.n = 0;
+	c.want = tag;
+	return pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c);
 }
 
 /* write one entry into a free slot and persist it; update the metadata */
@@ -835,7 +954,22 @@ pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					sizeof(uint64)) != 0)
 		return -1;
 
-	/* volatile metadata of the old half */
+	/* volatile metadata of the old half; pending entries follow their hash */
+	{
+		uint32		i = 0;
+
+		while (i < meta->npending)
+		{
+			if ((meta->pending[i].hash >> bitpos) & 1)
+			{
+				pmh_pending_add(nmeta, meta->pending[i].hash,
+								meta->pending[i].tag, meta->pending[i].logslot);
+				pmh_pending_remove(meta, (int) i);
+			}
+			else
+				i++;
+		}
+	}
 	pmh_split_forget(pool, meta, segno, bitpos);
 	for (seg = meta->ovf_next; seg != PMH_NO_SEGMENT;
 		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
@@ -876,6 +1010,130 @@ pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 		meta->nlive--;
 	}
 	return pmh_persist(pool, &e[first], (size_t) (last - first + 1) * PMH_ENTRY_BYTES);
+}
+
+/* ---------------------------------------------------------------------
+ * The backup log and D-buckets
+ *
+ * A backup-log slot holds an entry in the same 16 B format as a bucket
+ * slot; it is live when its tag has the marker, a matching fingerprint copy
+ * and a non-zero offset.  Whether a live log entry still waits for
+ * relocation is not recorded in the pool: it waits iff the segment that
+ * owns its hash does not contain it (see README.pmhash, "Backup log").
+ * ---------------------------------------------------------------------
+ */
+
+/* does a backup-log slot hold an entry (no prefix test: it has no owner) */
+bool
+pmh_log_entry_is_live(const PmhEntry *e)
+{
+	uint64		tag = e->tag;
+
+	return (tag >> 56) == PMH_TAG_LIVE &&
+		((tag >> 48) & 0xff) == pmh_fingerprint(e->hash) &&
+		pmh_tag_offset(tag) != 0;
+}
+
+/*
+ * Write n entries into backup-log line "line" from slot "first" on and
+ * persist them: one flush of the covered cache lines and one fence.  The
+ * slots must be zero (a line is zeroed when a backend takes it), so each
+ * slot goes from empty to complete through its hash store then its tag
+ * store: a crash leaves it empty, hash-only (dead) or complete.  Returns 0,
+ * or -1 with errno set.
+ */
+int
+pmh_log_write(PmhPool *pool, uint32 line, int first, const PmhEntry *entries,
+			  int n)
+{
+	PmhEntry   *dst = pmh_log_line(pool, line) + first;
+	int			i;
+
+	Assert(first >= 0 && first + n <= PMH_BUCKET_SLOTS);
+	for (i = 0; i < n; i++)
+		dst[i].hash = entries[i].hash;
+	pmh_store_barrier();
+	for (i = 0; i < n; i++)
+		dst[i].tag = entries[i].tag;
+	return pmh_persist(pool, dst, (size_t) n * PMH_ENTRY_BYTES);
+}
+
+/* append an entry to a segment's D-bucket (the caller checked for room) */
+void
+pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag, uint32 logslot)
+{
+	PmhPending *p;
+
+	Assert(meta->npending < PMH_DBUCKET_SLOTS);
+	p = &meta->pending[meta->npending++];
+	p->hash = hash;
+	p->tag = tag;
+	p->logslot = logslot;
+	p->pad = 0;
+}
+
+/* drop entry i of a D-bucket (order is not kept) */
+void
+pmh_pending_remove(PmhSegMeta *meta, int i)
+{
+	Assert(i >= 0 && (uint32) i < meta->npending);
+	meta->pending[i] = meta->pending[--meta->npending];
+}
+
+/*
+ * Relocate the D-bucket of primary segment segno into its buckets: every
+ * entry is placed as pmh_insert places it, the touched slots are flushed
+ * together and fenced once, and only then do the entries leave the
+ * D-bucket.  The log slots of the relocated entries (also of entries the
+ * segment already held, counted in *nduplicates) are returned in released[]
+ * (room for PMH_DBUCKET_SLOTS): the caller may reuse them once this
+ * returns.
+ *
+ * Returns PMH_INSERT_DONE when the D-bucket is empty, PMH_INSERT_SPLIT or
+ * PMH_INSERT_OVERFLOW when an entry found no room (the ones before it are
+ * relocated and released), or PMH_INSERT_IOERROR (errno set; nothing is
+ * released, the D-bucket is unchanged, and slots written in the segment are
+ * not trusted: the caller must treat the segment's metadata as lost).
+ */
+PmhInsertResult
+pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+			 uint32 *released, int *nreleased, int *nduplicates)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	PmhInsertResult r = PMH_INSERT_DONE;
+	uint32		done = 0;
+	uint32		i;
+
+	*nreleased = 0;
+	*nduplicates = 0;
+	pmh_batch_begin(pool);
+	for (done = 0; done < meta->npending; done++)
+	{
+		PmhPending *p = &meta->pending[done];
+
+		r = pmh_insert(pool, cb, segno, p->hash, pmh_tag_block(p->tag),
+					   pmh_tag_offset(p->tag));
+		if (r == PMH_INSERT_EXISTS)
+		{
+			(*nduplicates)++;
+			r = PMH_INSERT_DONE;
+		}
+		if (r != PMH_INSERT_DONE)
+			break;
+	}
+	if (pmh_batch_end(pool) != 0)
+		return PMH_INSERT_IOERROR;
+	if (r == PMH_INSERT_IOERROR)
+		return r;
+
+	/* the first "done" entries are in the segment now */
+	for (i = 0; i < done; i++)
+		released[i] = meta->pending[i].logslot;
+	*nreleased = (int) done;
+	memmove(&meta->pending[0], &meta->pending[done],
+			(meta->npending - done) * sizeof(PmhPending));
+	meta->npending -= done;
+	return r;
 }
 
 /* ---------------------------------------------------------------------

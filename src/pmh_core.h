@@ -23,13 +23,13 @@
 #endif
 
 /*
- * Layout constants.  A pool is a 4 kB header followed by segments.  A
- * segment is one 256 B header line followed by PMH_SEG_BUCKETS buckets of
- * 256 B (one Optane media line each), each holding PMH_BUCKET_SLOTS entries
- * of 16 B.
+ * Layout constants.  A pool is a 4 kB header, the backup log (PMH_LOG_LINES
+ * lines of 256 B, PMH_BUCKET_SLOTS entries each), then segments.  A segment
+ * is one 256 B header line followed by PMH_SEG_BUCKETS buckets of 256 B (one
+ * Optane media line each), each holding PMH_BUCKET_SLOTS entries of 16 B.
  */
 #define PMH_MAGIC				UINT64CONST(0x0031485341484d50) /* "PMHASH1" */
-#define PMH_LAYOUT_VERSION		1
+#define PMH_LAYOUT_VERSION		2
 #define PMH_HEADER_BYTES		4096
 #define PMH_LINE_BYTES			256
 #define PMH_CACHELINE_BYTES		64
@@ -41,6 +41,20 @@
 #define PMH_PROBE_BUCKETS		8
 #define PMH_MAX_DEPTH			48
 #define PMH_NO_SEGMENT			UINT32_MAX
+
+/* the backup log: whole lines, written by one backend at a time each */
+#define PMH_LOG_LINES			2048
+#define PMH_LOG_OFFSET			PMH_HEADER_BYTES
+#define PMH_LOG_BYTES			((size_t) PMH_LOG_LINES * PMH_LINE_BYTES)
+#define PMH_LOG_SLOTS			(PMH_LOG_LINES * PMH_BUCKET_SLOTS)
+#define PMH_SEG_OFFSET			(PMH_LOG_OFFSET + PMH_LOG_BYTES)
+
+/*
+ * A D-bucket: entries whose backup-log copy is persistent but which are not
+ * yet in the segment's buckets.  One per primary segment, in shared memory;
+ * when it is full its entries are relocated into the segment in one batch.
+ */
+#define PMH_DBUCKET_SLOTS		16
 
 /*
  * A primary segment whose probe window is full splits when it is at least
@@ -106,6 +120,8 @@ typedef struct PmhPoolHeader
 	uint32		probe_buckets;
 	uint32		seg_bytes;
 	uint64		seg_offset;
+	uint64		log_offset;
+	uint32		log_lines;
 	uint32		timeline;		/* WAL timeline the pool was created on */
 	uint32		epoch;			/* pool directory epoch, see pmhashpool.c */
 	uint32		flags;
@@ -115,11 +131,23 @@ typedef struct PmhPoolHeader
 /* Persist-traffic counters kept by the choke point (per mapping). */
 typedef struct PmhPersistStats
 {
-	uint64		persists;		/* calls that reached the device */
+	uint64		persists;		/* flush calls that reached the device */
 	uint64		bytes;			/* bytes covered by those calls */
 	uint64		cachelines;		/* 64 B lines flushed */
+	uint64		lines_whole;	/* 256 B lines flushed whole */
+	uint64		lines_partial;	/* 256 B lines flushed in part */
 	uint64		fences;
 } PmhPersistStats;
+
+/*
+ * Called by the choke point for every range it flushes (offset from the
+ * start of the pool, length rounded out to 64 B lines) and, with len 0, for
+ * every fence: the caller's media accounting.  The read hook, when set,
+ * hears of every entry a probe reads from the pool.
+ */
+typedef void (*PmhFlushHook) (void *arg, uint64 offset, size_t len);
+
+#define PMH_BATCH_RANGES		64
 
 /* One mapping of a pool file. */
 typedef struct PmhPool
@@ -128,8 +156,27 @@ typedef struct PmhPool
 	size_t		mapped_len;
 	int			is_pmem;		/* CPU flush (1) or msync (0) */
 	int			no_persist;		/* bulk build: persist later, in one go */
+	int			batching;		/* collect flushes until pmh_batch_end */
+	int			nbatch;
+	struct
+	{
+		const void *addr;
+		size_t		len;
+	}			batch[PMH_BATCH_RANGES];
+	PmhFlushHook flush_hook;
+	PmhFlushHook read_hook;
+	void	   *flush_hook_arg;	/* argument of both hooks */
 	PmhPersistStats stats;
 } PmhPool;
+
+/* An entry waiting in a D-bucket, with the backup-log slot holding its copy. */
+typedef struct PmhPending
+{
+	uint64		hash;
+	uint64		tag;
+	uint32		logslot;		/* line * PMH_BUCKET_SLOTS + slot */
+	uint32		pad;
+} PmhPending;
 
 /*
  * Volatile metadata of one segment (primary or overflow), kept by the
@@ -144,6 +191,8 @@ typedef struct PmhSegMeta
 	uint32		nlive;
 	uint16		occ[PMH_SEG_BUCKETS];	/* bit i: slot i of the bucket is live */
 	uint8		fp[PMH_SEG_SLOTS];	/* hash & 0xff of live slots */
+	uint32		npending;		/* D-bucket: only in primary segments */
+	PmhPending	pending[PMH_DBUCKET_SLOTS];
 } PmhSegMeta;
 
 /*
@@ -260,8 +309,23 @@ extern uint64 pmh_pool_nsegments(const PmhPool *pool);
 static inline PmhSegHeader *
 pmh_seg_header(const PmhPool *pool, uint32 segno)
 {
-	return (PmhSegHeader *) (pool->base + PMH_HEADER_BYTES +
+	return (PmhSegHeader *) (pool->base + PMH_SEG_OFFSET +
 							 (size_t) segno * PMH_SEG_BYTES);
+}
+
+/* the entries of backup-log line "line" */
+static inline PmhEntry *
+pmh_log_line(const PmhPool *pool, uint32 line)
+{
+	return (PmhEntry *) (pool->base + PMH_LOG_OFFSET +
+						 (size_t) line * PMH_LINE_BYTES);
+}
+
+/* a backup-log slot */
+static inline PmhEntry *
+pmh_log_entry(const PmhPool *pool, uint32 logslot)
+{
+	return (PmhEntry *) (pool->base + PMH_LOG_OFFSET) + logslot;
 }
 
 static inline PmhEntry *
@@ -272,6 +336,8 @@ pmh_seg_entries(const PmhPool *pool, uint32 segno)
 
 /* the persistence choke point: every flush of the pool goes through here */
 extern int	pmh_persist(PmhPool *pool, const void *addr, size_t len);
+extern void pmh_batch_begin(PmhPool *pool);
+extern int	pmh_batch_end(PmhPool *pool);
 extern int	pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr);
 
 /* ---- segments ---- */
@@ -290,6 +356,19 @@ extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
 					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
 extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
 							 int bucket, uint16 mask);
+extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
+						 uint32 segno, uint64 hash, uint64 tag);
+
+/* ---- the backup log and D-buckets ---- */
+extern bool pmh_log_entry_is_live(const PmhEntry *e);
+extern int	pmh_log_write(PmhPool *pool, uint32 line, int first,
+						  const PmhEntry *entries, int n);
+extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,
+							uint32 logslot);
+extern void pmh_pending_remove(PmhSegMeta *meta, int i);
+extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
+									uint32 segno, uint32 *released,
+									int *nreleased, int *nduplicates);
 
 /* ---- the directory ---- */
 extern void pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno);

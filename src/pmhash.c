@@ -81,6 +81,27 @@ _PG_init(void)
 							0,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("pmhash.media_buffer_lines",
+							"Size, in 256-byte lines, of the modelled write-combining buffer of the persistent-memory device.",
+							"Every flush of a pool is fed to this model to count media bytes "
+							"written and read (see pmhash_media_stats()); 0 turns the model off.",
+							&pmhash_media_buffer_lines,
+							64,
+							0,
+							1024,
+							PGC_SIGHUP,
+							0,
+							NULL, NULL, NULL);
+
+	DefineCustomBoolVariable("pmhash.track_media_reads",
+							 "Feeds the pool entries that scans read to the media model.",
+							 "Costs a lock per entry read; for measurements only.",
+							 &pmhash_track_media_reads,
+							 false,
+							 PGC_SUSET,
+							 0,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("pmhash");
 
 	pmhash_relopt_kind = add_reloption_kind();

@@ -103,8 +103,24 @@ typedef struct PmhashShared
 	uint64		primaries;
 	uint64		overflows;
 	uint64		shmem_bytes;	/* DSA bytes held for this index */
-	pg_atomic_uint64 entries;
+	pg_atomic_uint64 entries;	/* in segments and D-buckets */
+
+	/* the backup log (pmhashlog.c) */
+	LWLock		loglock;		/* protects the fields below */
+	dsa_pointer loglines;		/* PmhashLogLine[PMH_LOG_LINES] */
+	uint32		log_cursor;		/* where the search for a free line starts */
+	uint32		log_pending;	/* entries waiting in D-buckets */
+	int			vacuum_active;	/* VACUUMs running: see README.pmhash */
+
+	int			stats_slot;		/* its counters (pmhashstats.c) */
 } PmhashShared;
+
+/* shared state of one backup-log line */
+typedef struct PmhashLogLine
+{
+	uint16		pending;		/* slots holding an entry not yet relocated */
+	int32		owner;			/* pgprocno of the backend appending to it, or -1 */
+} PmhashLogLine;
 
 /* backend-local mapping of a pool */
 typedef struct PmhashLocal
@@ -113,6 +129,13 @@ typedef struct PmhashLocal
 	uint64		generation;
 	int			fd;
 	PmhPool		pool;
+	/* the backup-log line this backend appends to (valid for log_generation) */
+	int32		log_line;
+	int			log_used;
+	uint64		log_generation;
+	int			stats_slot;		/* counters the flush hook charges */
+	uint32		stats_tag;
+	uint64		stats_pool;		/* pool id, the media model's key */
 } PmhashLocal;
 
 /* an attached index: shared state, local mapping, and the lock mode held */
@@ -213,10 +236,57 @@ extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
 extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 extern uint64 pmhash_new_pool_id(void);
+extern void *pmhash_dsa_address(dsa_pointer dp);
+extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
 extern void pmhash_forget(const PmhashKey *key);
 extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
+
+/* pmhashlog.c: collecting logs, the backup log, D-buckets */
+extern void pmhash_log_init_shared(PmhashIndex *idx);
+extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);
+extern void pmhash_log_flush_all(bool for_parallel);
+extern void pmhash_log_xact_end(void);
+extern void pmhash_log_subxact_commit(SubTransactionId mysub,
+									  SubTransactionId parentsub);
+extern void pmhash_log_subxact_abort(SubTransactionId mysub);
+extern bool pmhash_log_have_unflushed(void);
+extern int	pmhash_log_own_matches(const PmhashKey *key, uint64 hash,
+								   ItemPointerData *tids, int max);
+extern void pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
+								 uint32 logslot);
+extern void pmhash_log_recover(PmhashIndex *idx);
+extern void pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n,
+							   bool zero);
+extern void pmhash_log_vacuum_begin(PmhashIndex *idx);
+extern void pmhash_log_vacuum_end(PmhashShared *shared, uint64 generation);
+extern uint64 pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
+									bool (*dead) (ItemPointer tid, void *arg),
+									void *arg, uint64 *remaining);
+extern void pmhash_log_backend_exit(void);
+extern int	pmhash_log_lines_in_use(PmhashIndex *idx);
+
+/* pmhashstats.c: persist traffic and the media model */
+extern Size pmhash_stats_shmem_size(void);
+extern void pmhash_stats_shmem_init(void);
+extern int	pmhash_stats_slot_acquire(void);
+extern void pmhash_stats_slot_release(int slot);
+extern uint32 pmhash_stats_slot_tag(int slot);
+extern void pmhash_stats_attach_pool(PmhashLocal *local,
+									 const PmhashShared *shared);
+extern void pmhash_stats_backend_init(void);
+extern void pmhash_stats_add_user_bytes(int slot, uint64 bytes);
+extern void pmhash_stats_forget_pool(uint64 pool_id);
+extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);
+extern Datum pmhash_reset_stats(PG_FUNCTION_ARGS);
+extern void pmhash_stats_index_values(int slot, Datum *values);
+
+#define PMHASH_STATS_INDEX_COLS 8
+
+/* GUCs of the media model */
+extern int	pmhash_media_buffer_lines;
+extern bool pmhash_track_media_reads;
 
 /* pmhashlifecycle.c: pools follow the index storage */
 extern void pmhash_lifecycle_init(void);

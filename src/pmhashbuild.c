@@ -189,8 +189,13 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 								 PMHASH_BUILD_PHASE_PERSIST);
 	pool = &bs.idx.local->pool; /* the pool may have been remapped */
 	pool->no_persist = 0;
-	if (pmh_persist(pool, pool->base, pool->mapped_len) != 0)
+
+	/* the segments, sequentially, as whole lines (header and log are) */
+	if (pmh_persist(pool, pool->base + PMH_SEG_OFFSET,
+					pool->mapped_len - PMH_SEG_OFFSET) != 0)
 		pmhash_report_io_error(index, "persist");
+	pmhash_stats_add_user_bytes(bs.idx.shared->stats_slot,
+								(uint64) bs.indtuples * PMH_ENTRY_BYTES);
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
 	result->heap_tuples = reltuples;

@@ -67,8 +67,8 @@ pmhash_stats(PG_FUNCTION_ARGS)
 	Relation	rel;
 	PmhashIndex idx;
 	TupleDesc	tupdesc;
-	Datum		values[7];
-	bool		nulls[7];
+	Datum		values[9 + PMHASH_STATS_INDEX_COLS];
+	bool		nulls[9 + PMHASH_STATS_INDEX_COLS];
 	char		path[MAXPGPATH];
 	char	   *abspath;
 	uint64		entries;
@@ -95,6 +95,10 @@ pmhash_stats(PG_FUNCTION_ARGS)
 							   (double) entries / ((double) used * PMH_SEG_SLOTS));
 	values[5] = Int32GetDatum(idx.shared->global_depth);
 	values[6] = Int64GetDatum((int64) used);
+	values[7] = Int64GetDatum((int64) idx.shared->log_pending);
+	values[8] = Int32GetDatum(pmhash_log_lines_in_use(&idx));
+	pmhash_stats_index_values(idx.shared->stats_slot, &values[9]);
+	nulls[9 + 7] = DatumGetInt64(values[9]) == 0;	/* no user bytes, no ratio */
 
 	pmhash_detach(&idx);
 	relation_close(rel, AccessShareLock);
@@ -234,6 +238,50 @@ pmhash_check_duplicates(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 		pfree(all);
 }
 
+/*
+ * The D-bucket of a primary segment against the backup log: each pending
+ * entry belongs to the segment, sits in the log slot it names, and that
+ * slot is marked pending.  Returns the number of pending entries.
+ */
+static uint64
+pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
+					 uint64 word, uint16 *seen_pending)
+{
+	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhashLogLine *lines = pmhash_dsa_address(idx->shared->loglines);
+	uint32		i;
+
+	for (i = 0; i < meta->npending; i++)
+	{
+		const PmhPending *p = &meta->pending[i];
+		const PmhEntry *le;
+		uint16		bit = (uint16) (1 << (p->logslot % PMH_BUCKET_SLOTS));
+
+		if (!pmh_hash_in_segment(p->hash, word))
+			pmhash_problem(st, "segment %u: pending entry with hash %016llx belongs to another segment",
+						   segno, (unsigned long long) p->hash);
+		if (p->logslot >= PMH_LOG_SLOTS)
+		{
+			pmhash_problem(st, "segment %u: pending entry names backup-log slot %u past the log",
+						   segno, p->logslot);
+			continue;
+		}
+		le = pmh_log_entry(&idx->local->pool, p->logslot);
+		if (le->hash != p->hash || le->tag != p->tag)
+			pmhash_problem(st, "segment %u: pending entry (%u,%u) is not in backup-log slot %u",
+						   segno, pmh_tag_block(p->tag), pmh_tag_offset(p->tag),
+						   p->logslot);
+		if (!(lines[p->logslot / PMH_BUCKET_SLOTS].pending & bit))
+			pmhash_problem(st, "backup-log slot %u holds a pending entry but is not marked pending",
+						   p->logslot);
+		if (seen_pending[p->logslot / PMH_BUCKET_SLOTS] & bit)
+			pmhash_problem(st, "backup-log slot %u is pending in two D-buckets",
+						   p->logslot);
+		seen_pending[p->logslot / PMH_BUCKET_SLOTS] |= bit;
+	}
+	return meta->npending;
+}
+
 /* every check, with the index lock held exclusively */
 static void
 pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
@@ -249,6 +297,9 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 	uint64		ndir = UINT64CONST(1) << shared->global_depth;
 	uint64		i;
 	PmhHeaderStatus hs;
+	uint16	   *seen_pending;
+	uint64		pending = 0;
+	PmhashLogLine *lines = pmhash_dsa_address(shared->loglines);
 
 	hs = pmh_header_validate(hdr, pool->mapped_len);
 	if (hs != PMH_HEADER_OK)
@@ -262,6 +313,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 
 	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain */
 	seen = palloc0(nseg);
+	seen_pending = palloc0(sizeof(uint16) * PMH_LOG_LINES);
 
 	/* the directory: each entry names a primary covering it */
 	for (i = 0; i < ndir; i++)
@@ -303,6 +355,8 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 			continue;
 		primaries++;
 		total += pmhash_check_segment(idx, st, (uint32) i, h->word, true);
+		pending += pmhash_check_pending(idx, st, (uint32) i, h->word,
+										seen_pending);
 		for (o = slot->meta.ovf_next; o != PMH_NO_SEGMENT;
 			 o = pmhash_seg_slot(idx, o)->meta.ovf_next)
 		{
@@ -334,11 +388,23 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 					   (unsigned long long) shared->overflows,
 					   (unsigned long long) primaries,
 					   (unsigned long long) overflows);
-	if (total != pg_atomic_read_u64(&shared->entries))
-		pmhash_problem(st, "shared memory counts %llu entries, pool has %llu",
+	for (i = 0; i < PMH_LOG_LINES; i++)
+	{
+		if (lines[i].pending != seen_pending[i])
+			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
+						   (unsigned long long) i, lines[i].pending,
+						   seen_pending[i]);
+	}
+	if (pending != shared->log_pending)
+		pmhash_problem(st, "shared memory counts %u pending entries, D-buckets hold %llu",
+					   shared->log_pending, (unsigned long long) pending);
+	if (total + pending != pg_atomic_read_u64(&shared->entries))
+		pmhash_problem(st, "shared memory counts %llu entries, pool has %llu (%llu of them pending)",
 					   (unsigned long long) pg_atomic_read_u64(&shared->entries),
-					   (unsigned long long) total);
+					   (unsigned long long) (total + pending),
+					   (unsigned long long) pending);
 	pfree(seen);
+	pfree(seen_pending);
 }
 
 /* pmhash_check(regclass): one row per inconsistency, none when consistent */

@@ -3,11 +3,14 @@
  * pmhashinsert.c
  *	  Inserting entries into a pmhash index.
  *
- * An insert takes the index lock shared and the target segment's lock
- * exclusive; the entry is persisted before aminsert returns (so before the
- * transaction can commit).  When the segment has no room, the insert
- * retakes the index lock exclusively and splits the segment or extends its
- * overflow chain, then retries.
+ * aminsert appends to the transaction's collecting log (pmhashlog.c); the
+ * entries reach the pool at commit or when they fill a backup-log line.
+ *
+ * pmhash_insert_entry puts an entry straight into its segment: CREATE INDEX
+ * uses it (with persistence deferred to the end of the build).  It takes
+ * the target segment's lock exclusive under the index lock; when the
+ * segment has no room, it retakes the index lock exclusively and splits the
+ * segment or extends its overflow chain, then retries.
  *
  *-------------------------------------------------------------------------
  */
@@ -74,7 +77,8 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 
 /*
  * aminsert: NULL keys are not indexed (as in a hash index); anything else
- * becomes one persistent entry.
+ * becomes one entry of the transaction's collecting log, persistent by the
+ * time the transaction commits or prepares.
  */
 bool
 pmhashinsert(Relation index, Datum *values, bool *isnull,
@@ -92,7 +96,7 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 							 index->rd_indcollation[0], values[0]);
 
 	pmhash_attach(index, LW_SHARED, &idx);
-	pmhash_insert_entry(&idx, hash, ht_ctid);
+	pmhash_log_append(&idx, hash, ht_ctid);
 	pmhash_detach(&idx);
 	return false;
 }

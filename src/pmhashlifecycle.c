@@ -24,6 +24,10 @@
  * pmhash storage: the pending deletes of a prepared transaction are carried
  * out by COMMIT PREPARED without any callback pmhash could hook.
  *
+ * The transaction callbacks also drive the write path (pmhashlog.c): the
+ * collecting logs are flushed at PRE_COMMIT and PRE_PREPARE and dropped at
+ * the end of the transaction; a subtransaction's entries follow its fate.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -38,6 +42,7 @@
 #include "catalog/storage.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
+#include "executor/executor.h"
 #include "common/string.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
@@ -51,6 +56,7 @@
 #include "pmhash.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
+static ExecutorStart_hook_type prev_ExecutorStart = NULL;
 
 /* is this relation a pmhash index? */
 static bool
@@ -216,19 +222,30 @@ pmhash_xact_callback(XactEvent event, void *arg)
 	{
 		case XACT_EVENT_PRE_COMMIT:
 			pmhash_pre_commit();
+			/* the collecting logs reach the pool before the commit record */
+			pmhash_log_flush_all(false);
 			/* allocate now what the commit callback needs: no ERROR there */
 			pmhash_backend_init();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			pmhash_pre_prepare();
+			pmhash_log_flush_all(false);
 			break;
 		case XACT_EVENT_COMMIT:
+			pmhash_log_xact_end();
 			pmhash_remove_pools(true);
 			pmhash_local_sweep();
 			break;
 		case XACT_EVENT_ABORT:
+			/* an aborted transaction's unflushed entries never touch PMem */
+			pmhash_log_xact_end();
 			pmhash_remove_pools(false);
 			pmhash_local_sweep();
+			break;
+		case XACT_EVENT_PREPARE:
+		case XACT_EVENT_PARALLEL_COMMIT:
+		case XACT_EVENT_PARALLEL_ABORT:
+			pmhash_log_xact_end();
 			break;
 		default:
 			break;
@@ -241,7 +258,29 @@ pmhash_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 						SubTransactionId parentSubid, void *arg)
 {
 	if (event == SUBXACT_EVENT_ABORT_SUB)
+	{
+		pmhash_log_subxact_abort(mySubid);
 		pmhash_remove_pools(false);
+	}
+	else if (event == SUBXACT_EVENT_COMMIT_SUB)
+		pmhash_log_subxact_commit(mySubid, parentSubid);
+}
+
+/*
+ * ExecutorStart hook: parallel workers cannot see this backend's
+ * collecting logs, so flush them before a parallel plan starts (the
+ * transaction must see its own inserts through the index everywhere).
+ */
+static void
+pmhash_ExecutorStart(QueryDesc *queryDesc, int eflags)
+{
+	if (queryDesc->plannedstmt->parallelModeNeeded &&
+		pmhash_log_have_unflushed())
+		pmhash_log_flush_all(true);
+	if (prev_ExecutorStart)
+		prev_ExecutorStart(queryDesc, eflags);
+	else
+		standard_ExecutorStart(queryDesc, eflags);
 }
 
 /* remove a database's pool directory and everything in it */
@@ -322,6 +361,14 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	Oid			dropped_db = InvalidOid;
 	Oid			template_db = InvalidOid;
 
+	/*
+	 * ALTER ... SET TABLESPACE copies the pool as it is: put this
+	 * transaction's entries into it first.
+	 */
+	if ((IsA(parsetree, AlterTableStmt) || IsA(parsetree, AlterTableMoveAllStmt)) &&
+		pmhash_log_have_unflushed())
+		pmhash_log_flush_all(false);
+
 	if (IsA(parsetree, DropdbStmt))
 		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 	else if (IsA(parsetree, CreatedbStmt))
@@ -363,4 +410,6 @@ pmhash_lifecycle_init(void)
 	RegisterSubXactCallback(pmhash_subxact_callback, NULL);
 	prev_ProcessUtility = ProcessUtility_hook;
 	ProcessUtility_hook = pmhash_ProcessUtility;
+	prev_ExecutorStart = ExecutorStart_hook;
+	ExecutorStart_hook = pmhash_ExecutorStart;
 }

@@ -4,8 +4,10 @@
  *	  Index and bitmap scans of a pmhash index.
  *
  * A scan hashes its key, takes the index lock shared and the segment lock
- * shared, and collects the TIDs of every live entry with that hash (the
- * fingerprints in shared memory tell which slots to read).  The TIDs are
+ * shared, and collects the TIDs of every live entry with that hash: in the
+ * segment and its chain (the fingerprints in shared memory tell which slots
+ * to read), in the segment's D-bucket, and in this transaction's own
+ * collecting log.  The TIDs are
  * sorted and de-duplicated, so that each is returned once even if a crash
  * left the same entry twice, and every result is rechecked by the executor
  * (entries hold hashes, not keys).
@@ -158,10 +160,34 @@ pmhash_collect(IndexScanDesc scan)
 		uint32		segno = pmhash_lookup_segment(&idx, so->hash);
 		PmhashSegSlot *slot = pmhash_seg_slot(&idx, segno);
 
+		ItemPointerData own[PMH_BUCKET_SLOTS];
+		int			nown;
+
 		LWLockAcquire(&slot->lock, LW_SHARED);
 		n = pmh_lookup(&idx.local->pool, &idx.cb, segno, so->hash,
 					   tags, so->cap);
+		/* entries waiting in the segment's D-bucket */
+		for (i = 0; i < (int) slot->meta.npending; i++)
+		{
+			if (slot->meta.pending[i].hash != so->hash)
+				continue;
+			if (n < so->cap)
+				tags[n] = slot->meta.pending[i].tag;
+			n++;
+		}
 		LWLockRelease(&slot->lock);
+
+		/* this transaction's own inserts not flushed yet */
+		nown = pmhash_log_own_matches(&idx.shared->key, so->hash, own,
+									  PMH_BUCKET_SLOTS);
+		for (i = 0; i < nown; i++)
+		{
+			if (n < so->cap)
+				tags[n] = pmh_tag_make(so->hash,
+									   ItemPointerGetBlockNumber(&own[i]),
+									   ItemPointerGetOffsetNumber(&own[i]));
+			n++;
+		}
 		if (n <= so->cap)
 			break;
 		/* more matches than room: grow and look again */

@@ -17,6 +17,7 @@
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "storage/ipc.h"
+#include "storage/proc.h"
 #include "storage/shmem.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -30,6 +31,7 @@ typedef struct PmhashControl
 	int			index_tranche;
 	int			seg_tranche;
 	int			dsa_tranche;
+	int			log_tranche;
 	pg_atomic_uint64 next_generation;
 	pg_atomic_uint64 drops;		/* counts removed shared entries */
 	size_t		dsa_size;
@@ -54,6 +56,7 @@ static pid_t pmhash_area_pid = 0;
 static uint64 pmhash_seen_drops = 0;
 
 static void pmhash_local_forget(const PmhashKey *key);
+static void pmhash_release_lines(int code, Datum arg);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -76,6 +79,7 @@ pmhash_shmem_size(void)
 	size = add_size(size, pmhash_dsa_size());
 	size = add_size(size, hash_estimate_size(pmhash_max_indexes,
 											 sizeof(PmhashShared)));
+	size = add_size(size, pmhash_stats_shmem_size());
 	return size;
 }
 
@@ -117,6 +121,7 @@ pmhash_shmem_startup_hook(void)
 		pmhash_ctl->index_tranche = LWLockNewTrancheId();
 		pmhash_ctl->seg_tranche = LWLockNewTrancheId();
 		pmhash_ctl->dsa_tranche = LWLockNewTrancheId();
+		pmhash_ctl->log_tranche = LWLockNewTrancheId();
 		pg_atomic_init_u64(&pmhash_ctl->next_generation, 1);
 		pg_atomic_init_u64(&pmhash_ctl->drops, 0);
 		pmhash_ctl->dsa_size = pmhash_dsa_size();
@@ -133,6 +138,7 @@ pmhash_shmem_startup_hook(void)
 	pmhash_htab = ShmemInitHash("pmhash indexes", pmhash_max_indexes,
 								pmhash_max_indexes, &info,
 								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
+	pmhash_stats_shmem_init();
 
 	LWLockRelease(AddinShmemInitLock);
 
@@ -167,6 +173,8 @@ pmhash_backend_init(void)
 	LWLockRegisterTranche(pmhash_ctl->index_tranche, "pmhash_index");
 	LWLockRegisterTranche(pmhash_ctl->seg_tranche, "pmhash_segment");
 	LWLockRegisterTranche(pmhash_ctl->dsa_tranche, "pmhash_dsa");
+	LWLockRegisterTranche(pmhash_ctl->log_tranche, "pmhash_log");
+	pmhash_stats_backend_init();
 
 	/* the area's backend-local bookkeeping must outlive this statement */
 	oldcxt = MemoryContextSwitchTo(TopMemoryContext);
@@ -176,6 +184,7 @@ pmhash_backend_init(void)
 	on_shmem_exit(dsa_on_shmem_exit_release_in_place,
 				  PointerGetDatum(pmhash_ctl->dsa_place));
 	pmhash_area_pid = MyProcPid;
+	before_shmem_exit(pmhash_release_lines, (Datum) 0);
 
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(PmhashKey);
@@ -185,9 +194,52 @@ pmhash_backend_init(void)
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
+/*
+ * At backend exit: give up the backup-log lines this backend appends to,
+ * so that other backends can take them once their entries are relocated.
+ */
+static void
+pmhash_release_lines(int code, Datum arg)
+{
+	HASH_SEQ_STATUS status;
+	PmhashLocal *local;
+
+	if (pmhash_local_htab == NULL || pmhash_area_pid != MyProcPid)
+		return;
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	hash_seq_init(&status, pmhash_local_htab);
+	while ((local = hash_seq_search(&status)) != NULL)
+	{
+		PmhashShared *shared;
+		PmhashLogLine *lines;
+
+		if (local->log_line < 0)
+			continue;
+		shared = hash_search(pmhash_htab, &local->key, HASH_FIND, NULL);
+		if (shared == NULL || shared->generation != local->log_generation ||
+			!DsaPointerIsValid(shared->loglines))
+			continue;
+		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+		lines = dsa_get_address(pmhash_area, shared->loglines);
+		if (shared->generation == local->log_generation &&
+			lines[local->log_line].owner == MyProc->pgprocno)
+			lines[local->log_line].owner = -1;
+		LWLockRelease(&shared->loglock);
+		local->log_line = -1;
+	}
+	LWLockRelease(pmhash_htab_lock);
+}
+
+/* the address of DSA memory in this backend */
+void *
+pmhash_dsa_address(dsa_pointer dp)
+{
+	return dsa_get_address(pmhash_area, dp);
+}
+
 /* allocate zeroed DSA memory for an index, or fail with a clear ERROR */
-static dsa_pointer
-pmhash_dsa_alloc(PmhashShared *shared, size_t size)
+dsa_pointer
+pmhash_shared_alloc(PmhashShared *shared, size_t size)
 {
 	dsa_pointer dp;
 
@@ -223,6 +275,7 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->chunks = InvalidDsaPointer;
 	shared->dir = InvalidDsaPointer;
 	shared->freesegs = InvalidDsaPointer;
+	shared->loglines = InvalidDsaPointer;
 	shared->nchunks = 0;
 	shared->chunkcap = 0;
 	shared->nfree = 0;
@@ -253,6 +306,9 @@ pmhash_free_shared(PmhashShared *shared)
 						sizeof(uint32) * ((size_t) 1 << shared->global_depth));
 	pmhash_dsa_free(shared, shared->freesegs,
 					sizeof(uint32) * shared->freecap);
+	if (DsaPointerIsValid(shared->loglines))
+		pmhash_dsa_free(shared, shared->loglines,
+						sizeof(PmhashLogLine) * PMH_LOG_LINES);
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
 }
@@ -307,7 +363,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 	if (nchunks > shared->chunkcap)
 	{
 		uint32		cap = Max(nchunks, shared->chunkcap * 2);
-		dsa_pointer newchunks = pmhash_dsa_alloc(shared,
+		dsa_pointer newchunks = pmhash_shared_alloc(shared,
 												 sizeof(dsa_pointer) * cap);
 		dsa_pointer *nc = dsa_get_address(pmhash_area, newchunks);
 
@@ -330,7 +386,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		int			j;
 
 		chunks[shared->nchunks] =
-			pmhash_dsa_alloc(shared, sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
+			pmhash_shared_alloc(shared, sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
 		slots = dsa_get_address(pmhash_area, chunks[shared->nchunks]);
 		shared->nchunks++;
 		for (j = 0; j < PMHASH_CHUNK_SEGS; j++)
@@ -343,7 +399,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 	if (nsegments - old + shared->nfree > shared->freecap)
 	{
 		uint32		cap = (uint32) Max(nsegments, 16);
-		dsa_pointer newstack = pmhash_dsa_alloc(shared, sizeof(uint32) * cap);
+		dsa_pointer newstack = pmhash_shared_alloc(shared, sizeof(uint32) * cap);
 
 		if (DsaPointerIsValid(shared->freesegs))
 		{
@@ -380,6 +436,10 @@ pmhash_check_local(PmhashIndex *idx)
 	}
 	if (local->pool.mapped_len < need)
 		pmhash_pool_remap(idx->rel, local, need);
+	if (local->stats_slot != shared->stats_slot ||
+		local->stats_pool != shared->pool_id ||
+		local->pool.flush_hook == NULL)
+		pmhash_stats_attach_pool(local, shared);
 }
 
 /* find this backend's mapping entry for a key, creating an empty one */
@@ -395,6 +455,12 @@ pmhash_local_entry(const PmhashKey *key)
 		local->generation = 0;
 		local->fd = -1;
 		memset(&local->pool, 0, sizeof(local->pool));
+		local->log_line = -1;
+		local->log_used = 0;
+		local->log_generation = 0;
+		local->stats_slot = -1;
+		local->stats_tag = 0;
+		local->stats_pool = 0;
 	}
 	return local;
 }
@@ -427,7 +493,9 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	if (!found)
 	{
 		LWLockInitialize(&shared->lock, pmhash_ctl->index_tranche);
+		LWLockInitialize(&shared->loglock, pmhash_ctl->log_tranche);
 		pmhash_clear_shared(shared);
+		shared->stats_slot = pmhash_stats_slot_acquire();
 		shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
 		shared->indexoid = indexoid;
 		shared->pool_id = 0;
@@ -540,7 +608,7 @@ pmhash_load(PmhashIndex *idx)
 		entries += m->nlive;
 	}
 
-	shared->dir = pmhash_dsa_alloc(shared,
+	shared->dir = pmhash_shared_alloc(shared,
 								   sizeof(uint32) * ((size_t) 1 << res.global_depth));
 	shared->global_depth = res.global_depth;
 	dir = dsa_get_address(pmhash_area, shared->dir);
@@ -553,6 +621,10 @@ pmhash_load(PmhashIndex *idx)
 	shared->primaries = res.primaries;
 	shared->overflows = res.overflows;
 	pg_atomic_write_u64(&shared->entries, entries);
+
+	/* entries of the backup log that never reached their segment */
+	pmhash_check_local(idx);
+	pmhash_log_recover(idx);
 	shared->state = PMHASH_STATE_READY;
 
 	pfree(roles);
@@ -683,13 +755,15 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	pmhash_extend_shared(shared, 1);
 	(void) pmhash_cb_alloc_segment(idx);	/* segment 0 is the root */
 	pmh_meta_reset(&pmhash_seg_slot(idx, 0)->meta, pmh_segword_make(0, 0));
-	shared->dir = pmhash_dsa_alloc(shared, sizeof(uint32));
+	shared->dir = pmhash_shared_alloc(shared, sizeof(uint32));
 	dir = dsa_get_address(pmhash_area, shared->dir);
 	dir[0] = 0;
 	shared->global_depth = 0;
 	shared->primaries = 1;
 	shared->overflows = 0;
 	pg_atomic_write_u64(&shared->entries, 0);
+	pmhash_log_init_shared(idx);
+	pmhash_stats_attach_pool(local, shared);
 	shared->state = PMHASH_STATE_READY;
 }
 
@@ -776,7 +850,7 @@ pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
 				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
 				 errmsg("pmhash index \"%s\" cannot grow its directory further",
 						RelationGetRelationName(idx->rel))));
-	newdir = pmhash_dsa_alloc(shared,
+	newdir = pmhash_shared_alloc(shared,
 							  sizeof(uint32) * ((size_t) 2 << shared->global_depth));
 	pmh_dir_double(dsa_get_address(pmhash_area, shared->dir),
 				   shared->global_depth,
@@ -847,6 +921,8 @@ pmhash_forget(const PmhashKey *key)
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
 	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	pmhash_stats_forget_pool(shared->pool_id);
+	pmhash_stats_slot_release(shared->stats_slot);
 	hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
 	pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
 	LWLockRelease(pmhash_htab_lock);
@@ -904,6 +980,8 @@ pmhash_forget_database(Oid dbid)
 		if (shared->key.dbid == dbid)
 		{
 			pmhash_free_shared(shared);
+			pmhash_stats_forget_pool(shared->pool_id);
+			pmhash_stats_slot_release(shared->stats_slot);
 			hash_search(pmhash_htab, &shared->key, HASH_REMOVE, NULL);
 			pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
 		}

@@ -23,6 +23,7 @@
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
+#include "storage/ipc.h"
 #include "storage/bufmgr.h"
 #include "utils/rel.h"
 
@@ -54,6 +55,29 @@ pmhash_tid_is_dead(PmhashVacState *vs, ItemPointer tid)
 			return true;
 	}
 	return vs->callback(tid, vs->callback_state);
+}
+
+/* pmhash_tid_is_dead in the shape pmhash_vacuum_pending wants */
+static bool
+pmhash_vac_dead(ItemPointer tid, void *arg)
+{
+	return pmhash_tid_is_dead((PmhashVacState *) arg, tid);
+}
+
+/* what the error cleanup of a bulk delete needs */
+typedef struct PmhashVacCleanup
+{
+	PmhashShared *shared;
+	uint64		generation;
+} PmhashVacCleanup;
+
+/* end the backup-log side of a bulk delete, also when it fails */
+static void
+pmhash_vacuum_log_end(int code, Datum arg)
+{
+	PmhashVacCleanup *c = (PmhashVacCleanup *) DatumGetPointer(arg);
+
+	pmhash_log_vacuum_end(c->shared, c->generation);
 }
 
 /* remove dead entries from one segment; returns entries removed */
@@ -110,7 +134,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	uint64		removed = 0;
 	uint64		remaining = 0;
 	uint64		segments = 0;
-
+	PmhashVacCleanup cleanup;
 	PmhashVacState vs;
 
 	if (stats == NULL)
@@ -129,6 +153,19 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	vs.heap = table_open(index->rd_index->indrelid, NoLock);
 	vs.nblocks = RelationGetNumberOfBlocks(vs.heap);
 
+	/* released backup-log copies must not outlive what we delete */
+	{
+		PmhashIndex idx;
+
+		pmhash_attach(index, LW_SHARED, &idx);
+		pmhash_log_vacuum_begin(&idx);
+		cleanup.shared = idx.shared;
+		cleanup.generation = idx.shared->generation;
+		pmhash_detach(&idx);
+	}
+
+	PG_ENSURE_ERROR_CLEANUP(pmhash_vacuum_log_end, PointerGetDatum(&cleanup));
+	{
 	for (;;)
 	{
 		PmhashIndex idx;
@@ -147,7 +184,9 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		slot = pmhash_seg_slot(&idx, segno);
 		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		word = slot->meta.word;
-		got = pmhash_vacuum_segment(&idx, segno, word, &vs, &remaining);
+		got = pmhash_vacuum_pending(&idx, segno, pmhash_vac_dead, &vs,
+									&remaining);
+		got += pmhash_vacuum_segment(&idx, segno, word, &vs, &remaining);
 		for (seg = slot->meta.ovf_next; seg != PMH_NO_SEGMENT;
 			 seg = pmhash_seg_slot(&idx, seg)->meta.ovf_next)
 			got += pmhash_vacuum_segment(&idx, seg, word, &vs, &remaining);
@@ -167,6 +206,9 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		if (pos == 0)
 			break;				/* wrapped: the last range is done */
 	}
+	}
+	PG_END_ENSURE_ERROR_CLEANUP(pmhash_vacuum_log_end, PointerGetDatum(&cleanup));
+	pmhash_vacuum_log_end(0, PointerGetDatum(&cleanup));
 
 	table_close(vs.heap, NoLock);
 

@@ -12,6 +12,9 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 
+# pool layout 2: 4 kB header, backup log of 2048 lines of 256 B, segments
+my $seg0 = 4096 + 2048 * 256;
+
 my $node = PostgreSQL::Test::Cluster->new('badpool');
 $node->init;
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'pmhash'\n");
@@ -110,18 +113,18 @@ damage_and_check('symlink planted', sub {
 	symlink($other, $_[0]) or die;
 }, qr/could not open pool file/);
 damage_and_check('corrupt segment word', sub {
-	# the word of segment 0 lives at offset 4096
-	write_at($_[0], 4096, "\x13\x37\x13\x37\x13\x37\x13\x37");
+	# the word of segment 0 lives at $seg0 (after the header and backup log)
+	write_at($_[0], $seg0, "\x13\x37\x13\x37\x13\x37\x13\x37");
 }, qr/corrupt/);
 
 # damage under a running server: shared memory still holds the old state,
 # and pmhash_check reports where the pool disagrees with it
 {
 	my $path = pool_of('a_k');
-	# segment 0's overflow link (offset 4096 + 8), and a slot's tag in its
-	# first bucket (offset 4096 + 256 + 8) set to a live-looking garbage tag
-	write_at($path, 4096 + 8, pack('Q<', 12345));
-	write_at($path, 4096 + 256 + 8, pack('Q<', 0xA5000000FFFF0001));
+	# segment 0's overflow link ($seg0 + 8), and a slot's tag in its first
+	# bucket ($seg0 + 256 + 8) set to a live-looking garbage tag
+	write_at($path, $seg0 + 8, pack('Q<', 12345));
+	write_at($path, $seg0 + 256 + 8, pack('Q<', 0xA5000000FFFF0001));
 	my $problems = $node->safe_psql('postgres',
 		q{SELECT string_agg(p, E'\n') FROM pmhash_check('a_k') p});
 	like($problems, qr/disagree on its overflow chain/,

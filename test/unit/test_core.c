@@ -1115,13 +1115,14 @@ test_header(void)
 	CHECK(h.version == PMH_LAYOUT_VERSION);
 	CHECK(h.pool_id == UINT64CONST(0x1122334455667788));
 	CHECK(h.db_oid == 1 && h.spc_oid == 2 && h.rel_node == 3 && h.index_oid == 4);
-	CHECK(h.seg_bytes == PMH_SEG_BYTES && h.seg_offset == PMH_HEADER_BYTES);
+	CHECK(h.seg_bytes == PMH_SEG_BYTES && h.seg_offset == PMH_SEG_OFFSET);
+	CHECK(h.log_offset == PMH_LOG_OFFSET && h.log_lines == PMH_LOG_LINES);
 	CHECK(h.checksum == pmh_header_checksum(&h));
 	CHECK(sizeof(PmhPoolHeader) <= PMH_HEADER_BYTES);
 	CHECK(sizeof(PmhSegHeader) == PMH_LINE_BYTES);
 	CHECK(sizeof(PmhEntry) == PMH_ENTRY_BYTES);
-	CHECK(pmh_pool_bytes(0) == PMH_HEADER_BYTES);
-	CHECK(pmh_pool_bytes(3) == PMH_HEADER_BYTES + 3 * PMH_SEG_BYTES);
+	CHECK(pmh_pool_bytes(0) == PMH_SEG_OFFSET);
+	CHECK(pmh_pool_bytes(3) == PMH_SEG_OFFSET + 3 * PMH_SEG_BYTES);
 
 	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1)) == PMH_HEADER_OK);
 	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1000)) == PMH_HEADER_OK);

@@ -1,0 +1,770 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashlog.c
+ *	  The write path of pmhash (ElimDA's three layers mapped onto
+ *	  PostgreSQL): transaction-scoped collecting logs in backend memory, the
+ *	  backup log in the pool, and D-buckets in shared memory.
+ *
+ * aminsert appends (hash, TID) to this backend's collecting log of the
+ * index, in backend-local memory.  When the entries would complete the
+ * backup-log line this backend appends to, and at PRE_COMMIT / PRE_PREPARE,
+ * they are written to that line and persisted with one fence; only then do
+ * they go into the D-buckets (shared memory) of their segments, where every
+ * backend's scans find them.  A full D-bucket is relocated into its segment
+ * as one batch of writes with one fence, and only after that are the
+ * backup-log slots it held released.  An aborted transaction's entries that
+ * are still in its collecting log are simply dropped.
+ *
+ * Each backend owns at most one backup-log line per index at a time, so
+ * concurrent writers never share a 256 B media line.  See "Backup log" in
+ * src/README.pmhash for the crash rules.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/relation.h"
+#include "access/xact.h"
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/hsearch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/* one entry waiting in a collecting log */
+typedef struct PmhashXactEntry
+{
+	uint64		hash;
+	ItemPointerData tid;
+	SubTransactionId subid;
+} PmhashXactEntry;
+
+/* the collecting log of one index storage in the current transaction */
+typedef struct PmhashXactLog
+{
+	PmhashKey	key;
+	Oid			indexoid;
+	int			n;
+	PmhashXactEntry e[PMH_BUCKET_SLOTS];
+} PmhashXactLog;
+
+static HTAB *pmhash_xact_logs = NULL;
+static int	pmhash_xact_unflushed = 0;	/* entries in all collecting logs */
+
+/* the shared line-state array of an index */
+static inline PmhashLogLine *
+pmhash_log_lines(PmhashIndex *idx)
+{
+	return (PmhashLogLine *) pmhash_dsa_address(idx->shared->loglines);
+}
+
+/*
+ * Set up the backup-log state of an index whose shared state is being
+ * (re)built: every line unowned, nothing pending.  Index lock exclusive.
+ */
+void
+pmhash_log_init_shared(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashLogLine *lines;
+	int			i;
+
+	shared->loglines = pmhash_shared_alloc(shared,
+										   sizeof(PmhashLogLine) * PMH_LOG_LINES);
+	lines = pmhash_log_lines(idx);
+	for (i = 0; i < PMH_LOG_LINES; i++)
+	{
+		lines[i].pending = 0;
+		lines[i].owner = -1;
+	}
+	shared->log_cursor = 0;
+	shared->log_pending = 0;
+	shared->vacuum_active = 0;
+}
+
+/* number of backup-log lines that hold pending entries or have an owner */
+int
+pmhash_log_lines_in_use(PmhashIndex *idx)
+{
+	PmhashLogLine *lines = pmhash_log_lines(idx);
+	int			n = 0;
+	int			i;
+
+	LWLockAcquire(&idx->shared->loglock, LW_SHARED);
+	for (i = 0; i < PMH_LOG_LINES; i++)
+		if (lines[i].pending != 0 || lines[i].owner >= 0)
+			n++;
+	LWLockRelease(&idx->shared->loglock);
+	return n;
+}
+
+/* does this backend own a line of the index's current pool? */
+static inline bool
+pmhash_log_owns_line(PmhashIndex *idx)
+{
+	return idx->local->log_line >= 0 &&
+		idx->local->log_generation == idx->shared->generation;
+}
+
+/*
+ * Release backup-log slots whose entries are in a segment now, or gone.
+ * With "zero" (or while a VACUUM runs, see README.pmhash) their tags are
+ * first cleared and persisted, so that a crash cannot bring them back.
+ */
+void
+pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashLogLine *lines = pmhash_log_lines(idx);
+	int			i;
+
+	if (n == 0)
+		return;
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	if (zero || shared->vacuum_active > 0)
+	{
+		PmhPool    *pool = &idx->local->pool;
+
+		pmh_batch_begin(pool);
+		for (i = 0; i < n; i++)
+		{
+			PmhEntry   *e = pmh_log_entry(pool, slots[i]);
+
+			e->tag = 0;
+			(void) pmh_persist(pool, &e->tag, sizeof(uint64));
+		}
+		if (pmh_batch_end(pool) != 0)
+		{
+			LWLockRelease(&shared->loglock);
+			pmhash_report_io_error(idx->rel, "clear backup log of");
+		}
+	}
+	for (i = 0; i < n; i++)
+	{
+		PmhashLogLine *l = &lines[slots[i] / PMH_BUCKET_SLOTS];
+		uint16		bit = (uint16) (1 << (slots[i] % PMH_BUCKET_SLOTS));
+
+		Assert(l->pending & bit);
+		l->pending &= (uint16) ~bit;
+		shared->log_pending--;
+	}
+	LWLockRelease(&shared->loglock);
+}
+
+/*
+ * Relocate the D-bucket of primary segment segno (segment lock held
+ * exclusively, or the index lock exclusively) and release the log slots
+ * of what was relocated.  Returns the core's verdict.
+ */
+static PmhInsertResult
+pmhash_relocate_segment(PmhashIndex *idx, uint32 segno)
+{
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel;
+	int			ndup;
+	PmhInsertResult r;
+
+	/*
+	 * A failed flush leaves written slots the metadata does not trust:
+	 * treat it like a failed WAL write and start over from the pool.
+	 */
+	START_CRIT_SECTION();
+	r = pmh_relocate(&idx->local->pool, &idx->cb, segno, released, &nrel,
+					 &ndup);
+	if (r == PMH_INSERT_IOERROR)
+		pmhash_report_io_error(idx->rel, "relocate entries in");
+	pmhash_log_release(idx, released, nrel, false);
+	END_CRIT_SECTION();
+	if (ndup > 0)
+		pg_atomic_fetch_sub_u64(&idx->shared->entries, (uint64) ndup);
+	return r;
+}
+
+/*
+ * Put an entry whose backup-log copy (slot logslot) is persistent into the
+ * D-bucket of its segment, relocating a full D-bucket first (splitting or
+ * extending the segment when that needs room).  The index lock is held in
+ * the same mode on return.
+ */
+void
+pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
+					 uint32 logslot)
+{
+	LWLockMode	entry_mode = idx->mode;
+
+	for (;;)
+	{
+		uint32		segno = pmhash_lookup_segment(idx, hash);
+		PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+		bool		locked = idx->mode != LW_EXCLUSIVE;
+		PmhInsertResult r;
+
+		if (locked)
+			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		if (slot->meta.npending < PMH_DBUCKET_SLOTS)
+		{
+			pmh_pending_add(&slot->meta, hash, tag, logslot);
+			if (locked)
+				LWLockRelease(&slot->lock);
+			pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
+			if (idx->mode != entry_mode)
+				pmhash_relock(idx, entry_mode);
+			return;
+		}
+		r = pmhash_relocate_segment(idx, segno);
+		if (locked)
+			LWLockRelease(&slot->lock);
+		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
+		{
+			if (idx->mode != LW_EXCLUSIVE)
+			{
+				/* structure changes need the whole index; look again */
+				pmhash_relock(idx, LW_EXCLUSIVE);
+				continue;
+			}
+			if (r == PMH_INSERT_SPLIT)
+				pmhash_split_segment(idx, segno);
+			else
+				pmhash_add_overflow_segment(idx, segno);
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * Relocate every D-bucket of the index (the backup log is full).  Index
+ * lock exclusive: no segment locks are needed.
+ */
+static void
+pmhash_relocate_all(PmhashIndex *idx)
+{
+	bool		again = true;
+
+	Assert(idx->mode == LW_EXCLUSIVE);
+	while (again)
+	{
+		uint32		segno;
+
+		again = false;
+		for (segno = 0; segno < idx->shared->nsegments; segno++)
+		{
+			PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+			PmhInsertResult r;
+
+			if (meta->npending == 0 || !pmh_segword_is_valid(meta->word) ||
+				pmh_segword_is_overflow(meta->word))
+				continue;
+			r = pmhash_relocate_segment(idx, segno);
+			if (r == PMH_INSERT_SPLIT)
+				pmhash_split_segment(idx, segno);
+			else if (r == PMH_INSERT_OVERFLOW)
+				pmhash_add_overflow_segment(idx, segno);
+			if (r != PMH_INSERT_DONE)
+				again = true;	/* new segments may sit below segno */
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+}
+
+/*
+ * Make sure this backend owns a backup-log line with room for n more
+ * entries and reserve them; returns the line and sets *first to the first
+ * reserved slot.  Takes a free line (zeroing it) when needed; when the log
+ * has none, relocates every D-bucket to free some.
+ */
+static uint32
+pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashLocal *local = idx->local;
+	LWLockMode	entry_mode = idx->mode;
+	int			attempt;
+
+	Assert(n > 0 && n <= PMH_BUCKET_SLOTS);
+	for (attempt = 0;; attempt++)
+	{
+		PmhashLogLine *lines = pmhash_log_lines(idx);
+		int			i;
+
+		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+		if (pmhash_log_owns_line(idx))
+		{
+			if (PMH_BUCKET_SLOTS - local->log_used >= n)
+				break;
+			/* not enough room left: close it */
+			lines[local->log_line].owner = -1;
+		}
+		local->log_line = -1;
+
+		for (i = 0; i < PMH_LOG_LINES; i++)
+		{
+			uint32		l = (shared->log_cursor + i) % PMH_LOG_LINES;
+
+			if (lines[l].pending == 0 && lines[l].owner < 0)
+			{
+				/* what it held is relocated (or dead): start it empty */
+				memset(pmh_log_line(&local->pool, l), 0, PMH_LINE_BYTES);
+				lines[l].owner = MyProc->pgprocno;
+				local->log_line = (int32) l;
+				local->log_used = 0;
+				local->log_generation = shared->generation;
+				shared->log_cursor = (l + 1) % PMH_LOG_LINES;
+				break;
+			}
+		}
+		if (local->log_line >= 0)
+			break;
+		LWLockRelease(&shared->loglock);
+
+		if (attempt > 0)
+			ereport(ERROR,
+					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+					 errmsg("backup log of pmhash index \"%s\" is full",
+							RelationGetRelationName(idx->rel)),
+					 errdetail("All %d lines are held by other sessions.",
+							   PMH_LOG_LINES),
+					 errhint("Reduce the number of sessions inserting into the index at once.")));
+		if (idx->mode != LW_EXCLUSIVE)
+			pmhash_relock(idx, LW_EXCLUSIVE);
+		pmhash_relocate_all(idx);
+		if (idx->mode != entry_mode)
+			pmhash_relock(idx, entry_mode);
+	}
+
+	/* lock held, line owned with room: reserve the slots */
+	*first = local->log_used;
+	pmhash_log_lines(idx)[local->log_line].pending |=
+		(uint16) (((1 << n) - 1) << local->log_used);
+	shared->log_pending += n;
+	local->log_used += n;
+	LWLockRelease(&shared->loglock);
+	return (uint32) local->log_line;
+}
+
+/* give up this backend's line if it is full */
+static void
+pmhash_log_close_full_line(PmhashIndex *idx)
+{
+	PmhashLocal *local = idx->local;
+
+	if (!pmhash_log_owns_line(idx) || local->log_used < PMH_BUCKET_SLOTS)
+		return;
+	LWLockAcquire(&idx->shared->loglock, LW_EXCLUSIVE);
+	pmhash_log_lines(idx)[local->log_line].owner = -1;
+	LWLockRelease(&idx->shared->loglock);
+	local->log_line = -1;
+}
+
+/*
+ * Write a collecting log to the backup log (one persist, one fence), then
+ * make its entries visible in the D-buckets.  Index attached, any mode.
+ */
+static void
+pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
+{
+	PmhPool    *pool = &idx->local->pool;
+	PmhEntry	entries[PMH_BUCKET_SLOTS];
+	uint32		line;
+	int			first;
+	int			n = xl->n;
+	volatile int placed = 0;
+	int			i;
+
+	if (n == 0)
+		return;
+	line = pmhash_log_reserve(idx, n, &first);
+	for (i = 0; i < n; i++)
+	{
+		entries[i].hash = xl->e[i].hash;
+		entries[i].tag = pmh_tag_make(xl->e[i].hash,
+									  ItemPointerGetBlockNumber(&xl->e[i].tid),
+									  ItemPointerGetOffsetNumber(&xl->e[i].tid));
+	}
+	if (pmh_log_write(pool, line, first, entries, n) != 0)
+	{
+		uint32		slots[PMH_BUCKET_SLOTS];
+		int			save_errno = errno;
+
+		for (i = 0; i < n; i++)
+			slots[i] = line * PMH_BUCKET_SLOTS + first + i;
+		pmhash_log_release(idx, slots, n, false);
+		errno = save_errno;
+		pmhash_report_io_error(idx->rel, "persist backup log of");
+	}
+	pmhash_xact_unflushed -= n;
+	xl->n = 0;
+	pmhash_stats_add_user_bytes(idx->shared->stats_slot,
+								(uint64) n * PMH_ENTRY_BYTES);
+
+	PG_TRY();
+	{
+		for (; placed < n; placed++)
+			pmhash_place_pending(idx, entries[placed].hash,
+								 entries[placed].tag,
+								 line * PMH_BUCKET_SLOTS + first + placed);
+	}
+	PG_CATCH();
+	{
+		/*
+		 * The rest never reached a D-bucket: free their slots so that the
+		 * line can be reused.  Their copies stay in the log (a crash would
+		 * bring them back as entries of this aborting transaction, which
+		 * scans and VACUUM treat like any dead entry).
+		 */
+		uint32		slots[PMH_BUCKET_SLOTS];
+		int			k;
+
+		for (k = placed; k < n; k++)
+			slots[k - placed] = line * PMH_BUCKET_SLOTS + first + k;
+		pmhash_log_release(idx, slots, n - placed, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pmhash_log_close_full_line(idx);
+}
+
+/* the collecting log of an index storage, created on first use */
+static PmhashXactLog *
+pmhash_xact_log(const PmhashKey *key, Oid indexoid, bool create)
+{
+	PmhashXactLog *xl;
+	bool		found;
+
+	if (pmhash_xact_logs == NULL)
+	{
+		HASHCTL		info;
+
+		if (!create)
+			return NULL;
+		memset(&info, 0, sizeof(info));
+		info.keysize = sizeof(PmhashKey);
+		info.entrysize = sizeof(PmhashXactLog);
+		info.hcxt = TopMemoryContext;
+		pmhash_xact_logs = hash_create("pmhash collecting logs", 16, &info,
+									   HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	xl = hash_search(pmhash_xact_logs, key, create ? HASH_ENTER : HASH_FIND,
+					 &found);
+	if (create && !found)
+	{
+		xl->indexoid = indexoid;
+		xl->n = 0;
+	}
+	return xl;
+}
+
+/*
+ * aminsert's work: append (hash, tid) to this transaction's collecting log
+ * of the index, and flush the log when it would complete this backend's
+ * backup-log line.
+ */
+void
+pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid)
+{
+	PmhashXactLog *xl = pmhash_xact_log(&idx->shared->key,
+										RelationGetRelid(idx->rel), true);
+	int			room = PMH_BUCKET_SLOTS;
+	PmhashXactEntry *e;
+
+	if (pmhash_log_owns_line(idx))
+		room -= idx->local->log_used;
+	if (room <= 0)
+		room = PMH_BUCKET_SLOTS;
+
+	e = &xl->e[xl->n++];
+	e->hash = hash;
+	e->tid = *tid;
+	e->subid = GetCurrentSubTransactionId();
+	pmhash_xact_unflushed++;
+	if (xl->n >= room)
+		pmhash_log_flush(idx, xl);
+}
+
+/* are there entries in collecting logs? */
+bool
+pmhash_log_have_unflushed(void)
+{
+	return pmhash_xact_unflushed > 0;
+}
+
+/*
+ * Flush every collecting log of this transaction: at PRE_COMMIT and
+ * PRE_PREPARE (so the entries are persistent before the commit record),
+ * before a parallel query (workers cannot see this backend's memory), and
+ * before utility statements (which may copy a pool).  Logs of indexes
+ * that were dropped, or whose storage was replaced, in this transaction
+ * are dropped: nothing can ever find those entries.
+ */
+void
+pmhash_log_flush_all(bool for_parallel)
+{
+	HASH_SEQ_STATUS status;
+	PmhashXactLog *xl;
+
+	if (pmhash_xact_unflushed == 0 || pmhash_xact_logs == NULL)
+		return;
+	hash_seq_init(&status, pmhash_xact_logs);
+	while ((xl = hash_seq_search(&status)) != NULL)
+	{
+		Relation	rel;
+		PmhashKey	key;
+
+		if (xl->n == 0)
+			continue;
+		rel = try_relation_open(xl->indexoid, NoLock);
+		if (rel != NULL)
+		{
+			pmhash_key_for_rel(rel, &key);
+			if (memcmp(&key, &xl->key, sizeof(key)) == 0)
+			{
+				PmhashIndex idx;
+
+				pmhash_attach(rel, LW_SHARED, &idx);
+				pmhash_log_flush(&idx, xl);
+				pmhash_detach(&idx);
+			}
+			relation_close(rel, NoLock);
+		}
+		pmhash_xact_unflushed -= xl->n;
+		xl->n = 0;
+	}
+	(void) for_parallel;
+}
+
+/* transaction end (commit, abort or prepare): forget the collecting logs */
+void
+pmhash_log_xact_end(void)
+{
+	HASH_SEQ_STATUS status;
+	PmhashXactLog *xl;
+
+	if (pmhash_xact_logs == NULL)
+		return;
+	hash_seq_init(&status, pmhash_xact_logs);
+	while ((xl = hash_seq_search(&status)) != NULL)
+		(void) hash_search(pmhash_xact_logs, &xl->key, HASH_REMOVE, NULL);
+	pmhash_xact_unflushed = 0;
+}
+
+/* subtransaction commit: its entries now belong to the parent */
+void
+pmhash_log_subxact_commit(SubTransactionId mysub, SubTransactionId parentsub)
+{
+	HASH_SEQ_STATUS status;
+	PmhashXactLog *xl;
+
+	if (pmhash_xact_unflushed == 0)
+		return;
+	hash_seq_init(&status, pmhash_xact_logs);
+	while ((xl = hash_seq_search(&status)) != NULL)
+	{
+		int			i;
+
+		for (i = 0; i < xl->n; i++)
+			if (xl->e[i].subid == mysub)
+				xl->e[i].subid = parentsub;
+	}
+}
+
+/*
+ * Subtransaction abort: drop its entries (and those of its children, which
+ * have larger ids) that are still in collecting logs.
+ */
+void
+pmhash_log_subxact_abort(SubTransactionId mysub)
+{
+	HASH_SEQ_STATUS status;
+	PmhashXactLog *xl;
+
+	if (pmhash_xact_unflushed == 0)
+		return;
+	hash_seq_init(&status, pmhash_xact_logs);
+	while ((xl = hash_seq_search(&status)) != NULL)
+	{
+		int			i;
+		int			keep = 0;
+
+		for (i = 0; i < xl->n; i++)
+		{
+			if (xl->e[i].subid >= mysub)
+				continue;
+			xl->e[keep++] = xl->e[i];
+		}
+		pmhash_xact_unflushed -= xl->n - keep;
+		xl->n = keep;
+	}
+}
+
+/*
+ * TIDs with this hash in this transaction's collecting log of an index
+ * storage (its own inserts not flushed yet).  Stores at most max and
+ * returns the number found.
+ */
+int
+pmhash_log_own_matches(const PmhashKey *key, uint64 hash,
+					   ItemPointerData *tids, int max)
+{
+	PmhashXactLog *xl;
+	int			found = 0;
+	int			i;
+
+	if (pmhash_xact_unflushed == 0)
+		return 0;
+	xl = pmhash_xact_log(key, InvalidOid, false);
+	if (xl == NULL)
+		return 0;
+	for (i = 0; i < xl->n; i++)
+	{
+		if (xl->e[i].hash != hash)
+			continue;
+		if (found < max)
+			tids[found] = xl->e[i].tid;
+		found++;
+	}
+	return found;
+}
+
+/*
+ * Rebuild the backup-log state and the D-buckets after the segments were
+ * loaded (index lock exclusive): a live log entry that its segment does
+ * not hold was never relocated, so it waits in a D-bucket again.  Returns
+ * nothing; logs how many entries came back.
+ */
+void
+pmhash_log_recover(PmhashIndex *idx)
+{
+	PmhPool    *pool = &idx->local->pool;
+	PmhashLogLine *lines;
+	uint64		restored = 0;
+	uint32		l;
+
+	Assert(idx->mode == LW_EXCLUSIVE);
+	pmhash_log_init_shared(idx);
+	lines = pmhash_log_lines(idx);
+	for (l = 0; l < PMH_LOG_LINES; l++)
+	{
+		int			s;
+
+		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+		{
+			/* placing may grow (and remap) the pool: copy the entry */
+			PmhEntry	e = pmh_log_line(pool, l)[s];
+			uint32		segno;
+
+			if (!pmh_log_entry_is_live(&e))
+				continue;
+			segno = pmhash_lookup_segment(idx, e.hash);
+			if (pmh_contains(pool, &idx->cb, segno, e.hash, e.tag))
+				continue;
+			lines[l].pending |= (uint16) (1 << s);
+			idx->shared->log_pending++;
+			pmhash_place_pending(idx, e.hash, e.tag, l * PMH_BUCKET_SLOTS + s);
+			restored++;
+		}
+	}
+	if (restored > 0)
+		ereport(DEBUG1,
+				(errmsg_internal("pmhash index \"%s\": %llu entries of the backup log are pending again",
+								 RelationGetRelationName(idx->rel),
+								 (unsigned long long) restored)));
+}
+
+/*
+ * VACUUM is about to delete entries from segments.  A released backup-log
+ * slot still holds a copy of an entry that is in a segment; if VACUUM
+ * deleted that entry and the server crashed before the slot was reused,
+ * recovery would see a log entry that no segment holds and bring it back.
+ * So clear (and persist) every released copy first, and have relocations
+ * clear theirs while VACUUM runs.  Index lock shared.
+ */
+void
+pmhash_log_vacuum_begin(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	PmhPool    *pool = &idx->local->pool;
+	PmhashLogLine *lines = pmhash_log_lines(idx);
+	uint32		l;
+
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	shared->vacuum_active++;
+	pmh_batch_begin(pool);
+	for (l = 0; l < PMH_LOG_LINES; l++)
+	{
+		PmhEntry   *e = pmh_log_line(pool, l);
+		bool		dirty = false;
+		int			s;
+
+		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+		{
+			if ((lines[l].pending & (1 << s)) || e[s].tag == 0)
+				continue;
+			e[s].tag = 0;
+			dirty = true;
+		}
+		if (dirty)
+			(void) pmh_persist(pool, e, PMH_LINE_BYTES);
+	}
+	if (pmh_batch_end(pool) != 0)
+	{
+		shared->vacuum_active--;
+		LWLockRelease(&shared->loglock);
+		pmhash_report_io_error(idx->rel, "clear backup log of");
+	}
+	LWLockRelease(&shared->loglock);
+}
+
+/*
+ * VACUUM is done deleting (also on error): relocations stop clearing.
+ * Nothing to do if the shared state was rebuilt meanwhile (generation).
+ */
+void
+pmhash_log_vacuum_end(PmhashShared *shared, uint64 generation)
+{
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	if (shared->generation == generation && shared->vacuum_active > 0)
+		shared->vacuum_active--;
+	LWLockRelease(&shared->loglock);
+}
+
+/*
+ * Remove dead entries from the D-bucket of primary segment segno (segment
+ * lock exclusive): their log copies are cleared and persisted, then their
+ * slots released.  Returns the number removed; counts the others.
+ */
+uint64
+pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
+					  bool (*dead) (ItemPointer tid, void *arg), void *arg,
+					  uint64 *remaining)
+{
+	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	uint32		slots[PMH_DBUCKET_SLOTS];
+	int			n = 0;
+	uint32		i = 0;
+
+	while (i < meta->npending)
+	{
+		ItemPointerData tid;
+
+		ItemPointerSet(&tid, pmh_tag_block(meta->pending[i].tag),
+					   pmh_tag_offset(meta->pending[i].tag));
+		if (dead(&tid, arg))
+		{
+			slots[n++] = meta->pending[i].logslot;
+			pmh_pending_remove(meta, (int) i);
+		}
+		else
+		{
+			(*remaining)++;
+			i++;
+		}
+	}
+	if (n > 0)
+	{
+		START_CRIT_SECTION();
+		pmhash_log_release(idx, slots, n, true);
+		END_CRIT_SECTION();
+	}
+	return (uint64) n;
+}

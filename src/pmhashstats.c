@@ -1,0 +1,434 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashstats.c
+ *	  Persist traffic of pmhash pools and the media model.
+ *
+ * Every flush and fence of a pool goes through the core's choke point,
+ * which calls pmhash_stats_flush_hook.  The hook counts, per index and for
+ * the whole cluster, the 64 B lines flushed, the 256 B media lines flushed
+ * whole or in part, and the fences; and it feeds the flushed lines to one
+ * cluster-wide model of the device's write-combining buffer (pmh_media.c),
+ * which turns them into media bytes written and read.  User bytes are 16
+ * per entry written to the backup log or by CREATE INDEX.  Write
+ * amplification is media bytes written / user bytes.
+ *
+ * Counters live in a fixed array in the main shared memory segment, one
+ * slot per index storage (plus the cluster total); a slot carries a 16-bit
+ * tag so that traffic the model attributes to a dropped index's lines is
+ * not charged to the next index in the same slot.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "catalog/pg_authid.h"
+#include "funcapi.h"
+#include "miscadmin.h"
+#include "port/atomics.h"
+#include "storage/lwlock.h"
+#include "storage/shmem.h"
+#include "utils/acl.h"
+#include "utils/builtins.h"
+#include "utils/timestamp.h"
+
+#include "pmh_media.h"
+#include "pmhash.h"
+
+typedef struct PmhashCounters
+{
+	pg_atomic_uint32 tag;		/* 0: free slot */
+	pg_atomic_uint64 user_bytes;
+	pg_atomic_uint64 flushes;	/* 64 B lines */
+	pg_atomic_uint64 lines_whole;
+	pg_atomic_uint64 lines_partial;
+	pg_atomic_uint64 fences;
+	pg_atomic_uint64 media_written;
+	pg_atomic_uint64 media_read;
+} PmhashCounters;
+
+typedef struct PmhashStatsShared
+{
+	LWLock		lock;			/* the media model */
+	uint32		next_tag;		/* under lock */
+	TimestampTz reset_time;		/* under lock */
+	PmhashCounters total;
+	PmhMediaModel model;
+	PmhashCounters slots[FLEXIBLE_ARRAY_MEMBER];	/* pmhash_max_indexes */
+} PmhashStatsShared;
+
+static PmhashStatsShared *pmhash_statsblk = NULL;
+
+int			pmhash_media_buffer_lines = PMH_MEDIA_DEFAULT_LINES;
+bool		pmhash_track_media_reads = false;
+
+/* shared memory for the counters and the model */
+Size
+pmhash_stats_shmem_size(void)
+{
+	return add_size(offsetof(PmhashStatsShared, slots),
+					mul_size(sizeof(PmhashCounters), pmhash_max_indexes));
+}
+
+/* zero a counter block (the tag is left alone) */
+static void
+pmhash_counters_zero(PmhashCounters *c)
+{
+	pg_atomic_write_u64(&c->user_bytes, 0);
+	pg_atomic_write_u64(&c->flushes, 0);
+	pg_atomic_write_u64(&c->lines_whole, 0);
+	pg_atomic_write_u64(&c->lines_partial, 0);
+	pg_atomic_write_u64(&c->fences, 0);
+	pg_atomic_write_u64(&c->media_written, 0);
+	pg_atomic_write_u64(&c->media_read, 0);
+}
+
+/* initialise a counter block */
+static void
+pmhash_counters_init(PmhashCounters *c)
+{
+	pg_atomic_init_u32(&c->tag, 0);
+	pg_atomic_init_u64(&c->user_bytes, 0);
+	pg_atomic_init_u64(&c->flushes, 0);
+	pg_atomic_init_u64(&c->lines_whole, 0);
+	pg_atomic_init_u64(&c->lines_partial, 0);
+	pg_atomic_init_u64(&c->fences, 0);
+	pg_atomic_init_u64(&c->media_written, 0);
+	pg_atomic_init_u64(&c->media_read, 0);
+}
+
+/* set up the shared block (shmem_startup_hook, AddinShmemInitLock held) */
+void
+pmhash_stats_shmem_init(void)
+{
+	bool		found;
+	int			i;
+
+	pmhash_statsblk = ShmemInitStruct("pmhash statistics",
+								   pmhash_stats_shmem_size(), &found);
+	if (found)
+		return;
+	LWLockInitialize(&pmhash_statsblk->lock, LWLockNewTrancheId());
+	pmhash_statsblk->next_tag = 1;
+	pmhash_statsblk->reset_time = GetCurrentTimestamp();
+	pmhash_counters_init(&pmhash_statsblk->total);
+	for (i = 0; i < pmhash_max_indexes; i++)
+		pmhash_counters_init(&pmhash_statsblk->slots[i]);
+	pmh_media_init(&pmhash_statsblk->model, Max(pmhash_media_buffer_lines, 1));
+}
+
+/*
+ * Take a free counter slot for a new index storage (called with the
+ * pmhash hash-table lock exclusive; there are as many slots as entries).
+ */
+int
+pmhash_stats_slot_acquire(void)
+{
+	int			i;
+
+	for (i = 0; i < pmhash_max_indexes; i++)
+	{
+		PmhashCounters *c = &pmhash_statsblk->slots[i];
+
+		if (pg_atomic_read_u32(&c->tag) == 0)
+		{
+			uint32		tag;
+
+			LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+			tag = pmhash_statsblk->next_tag;
+			pmhash_statsblk->next_tag = tag % 0xffff + 1;
+			LWLockRelease(&pmhash_statsblk->lock);
+			pmhash_counters_zero(c);
+			pg_atomic_write_u32(&c->tag, tag);
+			return i;
+		}
+	}
+	elog(ERROR, "no free pmhash counter slot");
+	return -1;					/* keep compiler quiet */
+}
+
+/* name the model's lock in this backend */
+void
+pmhash_stats_backend_init(void)
+{
+	LWLockRegisterTranche(pmhash_statsblk->lock.tranche, "pmhash_media");
+}
+
+/* free the counter slot of a dropped index storage */
+void
+pmhash_stats_slot_release(int slot)
+{
+	if (slot >= 0 && slot < pmhash_max_indexes)
+		pg_atomic_write_u32(&pmhash_statsblk->slots[slot].tag, 0);
+}
+
+/* owner value the model keeps for the lines of a slot */
+static inline uint32
+pmhash_owner(int slot, uint32 tag)
+{
+	return (tag << 16) | (uint32) slot;
+}
+
+/* the model charges media traffic to the owner of a line */
+static void
+pmhash_stats_charge(void *arg, uint32 owner, uint64 written, uint64 read)
+{
+	int			slot = (int) (owner & 0xffff);
+
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.media_written, written);
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.media_read, read);
+	if (slot < pmhash_max_indexes &&
+		pg_atomic_read_u32(&pmhash_statsblk->slots[slot].tag) == owner >> 16)
+	{
+		pg_atomic_fetch_add_u64(&pmhash_statsblk->slots[slot].media_written, written);
+		pg_atomic_fetch_add_u64(&pmhash_statsblk->slots[slot].media_read, read);
+	}
+}
+
+/* the counters of a mapping's index, if its slot still belongs to it */
+static PmhashCounters *
+pmhash_local_counters(PmhashLocal *local)
+{
+	PmhashCounters *c;
+
+	if (local->stats_slot < 0)
+		return NULL;
+	c = &pmhash_statsblk->slots[local->stats_slot];
+	if (pg_atomic_read_u32(&c->tag) != local->stats_tag)
+		return NULL;
+	return c;
+}
+
+/* make the model's size follow pmhash.media_buffer_lines (lock held) */
+static void
+pmhash_model_resize(void)
+{
+	if (pmhash_statsblk->model.nlines == pmhash_media_buffer_lines)
+		return;
+	pmh_media_drain(&pmhash_statsblk->model, pmhash_stats_charge, NULL);
+	pmh_media_init(&pmhash_statsblk->model, pmhash_media_buffer_lines);
+}
+
+/* the choke point's hook: a flushed range (len > 0) or a fence (len 0) */
+static void
+pmhash_stats_flush_hook(void *arg, uint64 offset, size_t len)
+{
+	PmhashLocal *local = (PmhashLocal *) arg;
+	PmhashCounters *c = pmhash_local_counters(local);
+	uint64		lines = 0;
+	uint64		whole = 0;
+	uint64		l;
+
+	if (len == 0)
+	{
+		pg_atomic_fetch_add_u64(&pmhash_statsblk->total.fences, 1);
+		if (c)
+			pg_atomic_fetch_add_u64(&c->fences, 1);
+		return;
+	}
+
+	for (l = offset / PMH_LINE_BYTES; l * PMH_LINE_BYTES < offset + len; l++)
+	{
+		lines++;
+		if (l * PMH_LINE_BYTES >= offset &&
+			(l + 1) * PMH_LINE_BYTES <= offset + len)
+			whole++;
+	}
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.flushes,
+							len / PMH_CACHELINE_BYTES);
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.lines_whole, whole);
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.lines_partial, lines - whole);
+	if (c)
+	{
+		pg_atomic_fetch_add_u64(&c->flushes, len / PMH_CACHELINE_BYTES);
+		pg_atomic_fetch_add_u64(&c->lines_whole, whole);
+		pg_atomic_fetch_add_u64(&c->lines_partial, lines - whole);
+	}
+
+	if (pmhash_media_buffer_lines > 0)
+	{
+		LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+		pmhash_model_resize();
+		pmh_media_write(&pmhash_statsblk->model, local->stats_pool,
+						offset, len,
+						pmhash_owner(local->stats_slot, local->stats_tag),
+						pmhash_stats_charge, NULL);
+		LWLockRelease(&pmhash_statsblk->lock);
+	}
+}
+
+/* statistics mode: a probe read an entry of the pool */
+static void
+pmhash_stats_read_hook(void *arg, uint64 offset, size_t len)
+{
+	PmhashLocal *local = (PmhashLocal *) arg;
+
+	if (pmhash_media_buffer_lines <= 0 || !pmhash_track_media_reads)
+		return;
+	LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+	pmhash_model_resize();
+	pmh_media_read(&pmhash_statsblk->model, local->stats_pool,
+				   offset, len,
+				   pmhash_owner(local->stats_slot, local->stats_tag),
+				   pmhash_stats_charge, NULL);
+	LWLockRelease(&pmhash_statsblk->lock);
+}
+
+/* route a mapping's flushes to the counters of its index */
+void
+pmhash_stats_attach_pool(PmhashLocal *local, const PmhashShared *shared)
+{
+	int			slot = shared->stats_slot;
+
+	local->stats_slot = slot;
+	local->stats_pool = shared->pool_id;
+	local->stats_tag = slot >= 0 ?
+		pg_atomic_read_u32(&pmhash_statsblk->slots[slot].tag) : 0;
+	local->pool.flush_hook = pmhash_stats_flush_hook;
+	local->pool.read_hook = pmhash_track_media_reads ?
+		pmhash_stats_read_hook : NULL;
+	local->pool.flush_hook_arg = local;
+}
+
+/* entries written to PMem by inserts or a build: 16 user bytes each */
+void
+pmhash_stats_add_user_bytes(int slot, uint64 bytes)
+{
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.user_bytes, bytes);
+	if (slot >= 0 && slot < pmhash_max_indexes)
+		pg_atomic_fetch_add_u64(&pmhash_statsblk->slots[slot].user_bytes, bytes);
+}
+
+/* a pool file was deleted: its lines leave the model uncharged */
+void
+pmhash_stats_forget_pool(uint64 pool_id)
+{
+	if (pmhash_statsblk == NULL)
+		return;
+	LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+	pmh_media_forget_pool(&pmhash_statsblk->model, pool_id);
+	LWLockRelease(&pmhash_statsblk->lock);
+}
+
+/* write amplification, or NULL when nothing was written by users */
+static Datum
+pmhash_wa_datum(uint64 media, uint64 user, bool *isnull)
+{
+	*isnull = (user == 0);
+	return Float8GetDatum(user == 0 ? 0.0 : (double) media / (double) user);
+}
+
+/*
+ * Fill values[0..PMHASH_STATS_INDEX_COLS-1] for pmhash_stats(): user_bytes,
+ * media_bytes_written, media_bytes_read, flushes, fences, lines_whole,
+ * lines_partial, write_amplification (never NULL here: 0 when no user
+ * bytes).  Media bytes include what the model still holds dirty.
+ */
+void
+pmhash_stats_index_values(int slot, Datum *values)
+{
+	PmhashCounters *c = &pmhash_statsblk->slots[slot];
+	uint64		pend_w = 0;
+	uint64		pend_r = 0;
+	uint64		user = pg_atomic_read_u64(&c->user_bytes);
+	uint64		written;
+	bool		isnull;
+
+	LWLockAcquire(&pmhash_statsblk->lock, LW_SHARED);
+	pmh_media_pending(&pmhash_statsblk->model,
+					  pmhash_owner(slot, pg_atomic_read_u32(&c->tag)),
+					  &pend_w, &pend_r);
+	LWLockRelease(&pmhash_statsblk->lock);
+	written = pg_atomic_read_u64(&c->media_written) + pend_w;
+
+	values[0] = Int64GetDatum((int64) user);
+	values[1] = Int64GetDatum((int64) written);
+	values[2] = Int64GetDatum((int64) (pg_atomic_read_u64(&c->media_read) + pend_r));
+	values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&c->flushes));
+	values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&c->fences));
+	values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&c->lines_whole));
+	values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&c->lines_partial));
+	values[7] = pmhash_wa_datum(written, user, &isnull);
+}
+
+/* may the current user read cluster-wide pmhash statistics? */
+static void
+pmhash_stats_check_privilege(void)
+{
+	if (!has_privs_of_role(GetUserId(), ROLE_PG_READ_ALL_STATS))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for pmhash media statistics"),
+				 errdetail("Only roles with privileges of pg_read_all_stats may read them."),
+				 errhint("GRANT pg_read_all_stats (or pg_monitor) to the role.")));
+}
+
+/*
+ * pmhash_media_stats(): the cluster-wide counters, one row.  Media bytes
+ * include what the model still holds dirty (as if drained now).
+ */
+PG_FUNCTION_INFO_V1(pmhash_media_stats);
+Datum
+pmhash_media_stats(PG_FUNCTION_ARGS)
+{
+	TupleDesc	tupdesc;
+	Datum		values[11];
+	bool		nulls[11];
+	PmhashCounters *t;
+	uint64		pend_w = 0;
+	uint64		pend_r = 0;
+	uint64		user;
+	uint64		written;
+	int			nlines;
+	TimestampTz reset;
+
+	pmhash_require_preload();
+	pmhash_stats_check_privilege();
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	t = &pmhash_statsblk->total;
+	LWLockAcquire(&pmhash_statsblk->lock, LW_SHARED);
+	pmh_media_pending(&pmhash_statsblk->model, PMH_MEDIA_ANY_OWNER,
+					  &pend_w, &pend_r);
+	nlines = pmhash_media_buffer_lines > 0 ? pmhash_statsblk->model.nlines : 0;
+	reset = pmhash_statsblk->reset_time;
+	LWLockRelease(&pmhash_statsblk->lock);
+
+	user = pg_atomic_read_u64(&t->user_bytes);
+	written = pg_atomic_read_u64(&t->media_written) + pend_w;
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum((int64) user);
+	values[1] = Int64GetDatum((int64) written);
+	values[2] = Int64GetDatum((int64) (pg_atomic_read_u64(&t->media_read) + pend_r));
+	values[3] = Int64GetDatum((int64) pg_atomic_read_u64(&t->flushes));
+	values[4] = Int64GetDatum((int64) pg_atomic_read_u64(&t->fences));
+	values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&t->lines_whole));
+	values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&t->lines_partial));
+	values[7] = pmhash_wa_datum(written, user, &nulls[7]);
+	values[8] = Int32GetDatum(nlines);
+	values[9] = BoolGetDatum(pmhash_track_media_reads);
+	values[10] = TimestampTzGetDatum(reset);
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/*
+ * pmhash_reset_stats(): zero every counter (cluster and per index) and
+ * empty the model without charging what it held.  EXECUTE is revoked from
+ * PUBLIC in the extension script, as for pg_stat_reset().
+ */
+PG_FUNCTION_INFO_V1(pmhash_reset_stats);
+Datum
+pmhash_reset_stats(PG_FUNCTION_ARGS)
+{
+	int			i;
+
+	pmhash_require_preload();
+	LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+	pmh_media_init(&pmhash_statsblk->model, Max(pmhash_media_buffer_lines, 1));
+	pmhash_counters_zero(&pmhash_statsblk->total);
+	for (i = 0; i < pmhash_max_indexes; i++)
+		pmhash_counters_zero(&pmhash_statsblk->slots[i]);
+	pmhash_statsblk->reset_time = GetCurrentTimestamp();
+	LWLockRelease(&pmhash_statsblk->lock);
+	PG_RETURN_VOID();
+}
