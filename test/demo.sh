@@ -13,8 +13,14 @@
 #   4. a nested-loop join of $PROBES random keys probing each index
 #      (seqscan/hashjoin/mergejoin/bitmapscan/memoize off), warmed up once,
 #      best of $REPEAT EXPLAIN (ANALYZE, TIMING OFF) runs
-#   5. side-by-side table: CREATE INDEX time, index size (pmhash:
-#      pmhash_stats().pool_bytes + shmem_bytes), probe time; ratios
+#   5. insert upkeep: INSERT ... SELECT of all rows into an empty table
+#      with each index, minus the same into a table without an index
+#   6. write amplification (pmhash): $PMHASH_DEMO_WA_ROWS rows inserted in
+#      transactions of 1, 10 and 1000 rows; media bytes from the model of
+#      the device's write-combining buffer / 16 B per entry
+#   7. side-by-side table: CREATE INDEX time, index size (pmhash:
+#      pmhash_stats().pool_bytes + shmem_bytes), probe time, insert
+#      upkeep; ratios
 #   The cluster is stopped and the directory removed on exit.
 #
 # If the extension does not build/install, or any pmhash step fails, the
@@ -22,6 +28,7 @@
 # binaries if needed), pmhash is shown as n/a, and the exit status is 1.
 #
 # Knobs: PMHASH_DEMO_ROWS (1000000), PMHASH_DEMO_PROBES (200000),
+#        PMHASH_DEMO_WA_ROWS (100000; 0 skips the write-amplification runs),
 #        PMHASH_DEMO_REPEAT (3), PMHASH_DEMO_SHARED_BUFFERS (512MB),
 #        PMHASH_DEMO_CONF (extra postgresql.conf lines, e.g.
 #        "pmhash.pool_dir='/mnt/pmem/pmhash'"), PMHASH_DEMO_SKIP_BUILD=1
@@ -283,6 +290,81 @@ for am in "${AMS[@]}"; do
 	fi
 done
 
+# ------------------------------------------------------- insert upkeep ---
+
+# INSERT ... SELECT of all rows into an empty table with the index, minus
+# the same into a table without one
+declare -A INSERT_MS UPKEEP_MS
+for am in none "${AMS[@]}"; do
+	idx=''
+	[ "$am" = none ] || idx="CREATE INDEX ON ins_$am USING $am (k);"
+	pmh_head "insert upkeep: INSERT ... SELECT $ROWS rows, index: $am"
+	out=$(sql 2>&1 <<EOF
+CREATE TABLE ins_$am (k int8, payload text);
+$idx
+CHECKPOINT;
+SELECT clock_timestamp() AS t0 \gset
+INSERT INTO ins_$am SELECT k, payload FROM t_btree;
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1);
+EOF
+	) || {
+		pmh_err "insert into ins_$am failed: $out"
+		STATUS=1
+		continue
+	}
+	INSERT_MS[$am]=$(tail -n 1 <<<"$out")
+	pmh_say "${INSERT_MS[$am]} ms"
+	sql -c "DROP TABLE ins_$am" >/dev/null
+done
+for am in "${AMS[@]}"; do
+	if [ -n "${INSERT_MS[$am]:-}" ] && [ -n "${INSERT_MS[none]:-}" ]; then
+		# shellcheck disable=SC2034 # read via get()
+		UPKEEP_MS[$am]=$(awk -v a="${INSERT_MS[$am]}" -v b="${INSERT_MS[none]}" 'BEGIN { printf "%.1f", a - b }')
+	fi
+done
+
+# ------------------------------------------------- write amplification ---
+
+# pmhash only: WA_ROWS rows inserted in transactions of 1, 10 and 1000
+# rows (a DO block that commits), media traffic from the buffer model
+WA_ROWS=${PMHASH_DEMO_WA_ROWS:-100000}
+if [ "$HAVE_PMHASH" = 1 ] && [ "$WA_ROWS" -gt 0 ]; then
+	pmh_head "write amplification: $WA_ROWS rows in transactions of 1, 10, 1000 rows"
+	for batch in 1 10 1000; do
+		out=$(sql 2>&1 <<EOF
+SET synchronous_commit = off;
+CREATE TABLE wa_$batch (k int8);
+CREATE INDEX wa_${batch}_k ON wa_$batch USING pmhash (k);
+SELECT pmhash_reset_stats();
+SELECT clock_timestamp() AS t0 \gset
+DO \$\$
+DECLARE
+	i int;
+BEGIN
+	FOR i IN 0 .. ($WA_ROWS / $batch) - 1 LOOP
+		INSERT INTO wa_$batch SELECT hashint8(g)::int8 FROM generate_series(i * $batch + 1, (i + 1) * $batch) g;
+		COMMIT;
+	END LOOP;
+END
+\$\$;
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1) AS ms,
+	user_bytes, media_bytes_written, round(write_amplification::numeric, 2) AS wa,
+	fences, lines_whole, lines_partial
+FROM pmhash_stats('wa_${batch}_k');
+EOF
+		) || {
+			pmh_err "write amplification run ($batch) failed: $out"
+			STATUS=1
+			continue
+		}
+		IFS='|' read -r ms ub mb wa fe lw lp <<<"$(tail -n 1 <<<"$out")"
+		printf '    %5s rows/txn: %9s ms  user %10s B  media %10s B  WA %6s  fences %7s  lines whole/partial %s/%s\n' \
+			"$batch" "$ms" "$ub" "$mb" "$wa" "$fe" "$lw" "$lp"
+		sql -c "DROP TABLE wa_$batch" >/dev/null
+	done
+	echo "    (WA = media bytes written / 16 B per entry; model: $(sql -c 'SHOW pmhash.media_buffer_lines') lines of 256 B, LRU)"
+fi
+
 # -------------------------------------------------------------- report ---
 
 fmt_ms() { [ -n "${1:-}" ] && printf '%.1f' "$1" || printf 'n/a'; }
@@ -307,9 +389,11 @@ printf '%-28s %12s %12s %12s\n' "probe join, best (ms)" \
 	"$(fmt_ms "$(get PROBE_MS pmhash)")" "$(fmt_ms "$(get PROBE_MS btree)")" "$(fmt_ms "$(get PROBE_MS hash)")"
 printf '%-28s %12s %12s %12s\n' "per probe (us)" \
 	"$(fmt_us "$(get PROBE_MS pmhash)")" "$(fmt_us "$(get PROBE_MS btree)")" "$(fmt_us "$(get PROBE_MS hash)")"
+printf '%-28s %12s %12s %12s\n' "insert upkeep (ms)" \
+	"$(fmt_ms "$(get UPKEEP_MS pmhash)")" "$(fmt_ms "$(get UPKEEP_MS btree)")" "$(fmt_ms "$(get UPKEEP_MS hash)")"
 echo
 printf '%-28s %12s %12s\n' "ratios (pmhash / other)" "vs btree" "vs hash"
-for m in BUILD_MS:"CREATE INDEX time" SIZE_B:"index size" PROBE_MS:"probe time"; do
+for m in BUILD_MS:"CREATE INDEX time" SIZE_B:"index size" PROBE_MS:"probe time" UPKEEP_MS:"insert upkeep"; do
 	an=${m%%:*} label=${m#*:}
 	printf '%-28s %12s %12s\n' "$label" \
 		"$(ratio "$(get "$an" pmhash)" "$(get "$an" btree)")" \

@@ -44,6 +44,8 @@
 #   PMHASH_TEST_JOBS        make -j (default 2)
 #   PMHASH_TEST_USER        user to run as when started as root (postgres)
 #   PMHASH_TEST_KEEP_WORKDIR=1  keep the root-mode copy of the tree
+#   PMHASH_TAP_FILES        glob of TAP files to run, without .pl (e.g.
+#                           "00[39]*"; default: all)
 #   PMHASH_TAP_TEMP_CONFIG  TEMP_CONFIG for TAP nodes (default
 #                           test/pmhash.conf; set empty to disable)
 #   PG_CONFIG               default /usr/lib/postgresql/15/bin/pg_config
@@ -351,7 +353,7 @@ fi
 
 if want tap; then
 	tap_files=()
-	for f in test/tap/*.pl; do
+	for f in test/tap/${PMHASH_TAP_FILES:-*}.pl; do
 		[ -e "$f" ] && tap_files+=("$f")
 	done
 	if [ ${#tap_files[@]} -eq 0 ]; then
