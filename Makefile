@@ -48,8 +48,16 @@ CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 test/unit/test_core: test/unit/test_core.c src/pmh_core.c src/pmh_core.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_core.c src/pmh_core.c $(CORE_TEST_LIBS)
 
-.PHONY: unit
-unit: test/unit/test_core
-	./test/unit/test_core
+# so does the media-traffic model
+test/unit/test_media: test/unit/test_media.c src/pmh_media.c src/pmh_media.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_media.c src/pmh_media.c $(CORE_TEST_LIBS)
 
-EXTRA_CLEAN = test/unit/test_core results regression.diffs regression.out tmp_check tmp_install
+UNIT_TESTS = test/unit/test_core test/unit/test_media
+
+# run every unit test program even if an earlier one fails; each prints
+# its own "N passed, N failed" line (test/run_tests.sh adds them up)
+.PHONY: unit
+unit: $(UNIT_TESTS)
+	@rc=0; for t in $(UNIT_TESTS); do echo "./$$t"; ./$$t || rc=1; done; exit $$rc
+
+EXTRA_CLEAN = $(UNIT_TESTS) results regression.diffs regression.out tmp_check tmp_install

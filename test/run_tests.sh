@@ -5,9 +5,10 @@
 #         PMHASH_TEST_ONLY=unit,regress test/run_tests.sh
 #
 # Suites (in this order; a suite without tests is skipped):
-#   unit       "make unit": test/unit/test_core; its last line
-#              "N passed, N failed" is added to the totals (a failing or
-#              missing build of the binary counts as 1 failure)
+#   unit       "make unit": test/unit/test_core and test/unit/test_media;
+#              every "N passed, N failed" line of their output is added to
+#              the totals (a failing or missing build of a binary, or a
+#              non-zero exit with no failure reported, counts as 1 failure)
 #   regress    pg_regress over sql/*.sql + expected/*.out, schedule from
 #              test/regress_schedule if present, else sql/*.sql sorted;
 #              one count per test
@@ -150,14 +151,14 @@ if want unit; then
 	t0=$(pmh_now)
 	run_logged "$PMH_CHECK/unit.log" make -C "$PMH_ROOT" --no-print-directory PG_CONFIG="$PG_CONFIG" unit
 	rc=$?
-	line=$(grep -E '^[[:space:]]*[0-9]+ passed, [0-9]+ failed[[:space:]]*$' "$PMH_CHECK/unit.log" | tail -n 1)
-	if [ -n "$line" ]; then
-		p=$(sed -E 's/^[[:space:]]*([0-9]+) passed, ([0-9]+) failed.*/\1/' <<<"$line")
-		f=$(sed -E 's/^[[:space:]]*([0-9]+) passed, ([0-9]+) failed.*/\2/' <<<"$line")
-		note="test_core exit $rc"
+	# one summary line per unit test program: add them all up
+	read -r nlines p f < <(sed -n -E 's/^[[:space:]]*([0-9]+) passed, ([0-9]+) failed[[:space:]]*$/\1 \2/p' \
+		"$PMH_CHECK/unit.log" | awk '{ n++; p += $1; f += $2 } END { printf "%d %d %d\n", n, p, f }')
+	if [ "$nlines" -gt 0 ]; then
+		note="$nlines program(s), make unit exit $rc"
 		if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 			f=1
-			note="test_core reported no failures but exited $rc"
+			note="$nlines program(s) reported no failures but make unit exited $rc"
 		fi
 	elif [ "$rc" -eq 0 ]; then
 		p=1 f=0 note="no 'N passed, N failed' line; counted as 1 test"
