@@ -15,6 +15,9 @@
 
 #include <errno.h>
 #include <string.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
 
 #include <libpmem.h>
 
@@ -138,7 +141,7 @@ pmh_header_init(PmhPoolHeader *hdr, uint64 pool_id, uint32 db_oid,
 	hdr->entry_bytes = PMH_ENTRY_BYTES;
 	hdr->bucket_slots = PMH_BUCKET_SLOTS;
 	hdr->seg_buckets = PMH_SEG_BUCKETS;
-	hdr->probe_buckets = PMH_PROBE_BUCKETS;
+	hdr->placement = PMH_PLACEMENT_ANY;
 	hdr->seg_bytes = PMH_SEG_BYTES;
 	hdr->seg_offset = PMH_SEG_OFFSET;
 	hdr->log_offset = PMH_LOG_OFFSET;
@@ -179,7 +182,8 @@ pmh_header_validate(const PmhPoolHeader *hdr, size_t file_len)
 		hdr->entry_bytes != PMH_ENTRY_BYTES ||
 		hdr->bucket_slots != PMH_BUCKET_SLOTS ||
 		hdr->seg_buckets != PMH_SEG_BUCKETS ||
-		hdr->probe_buckets != PMH_PROBE_BUCKETS ||
+		(hdr->placement != PMH_PLACEMENT_ANY &&
+		 hdr->placement != PMH_PLACEMENT_WINDOW8) ||
 		hdr->seg_bytes != PMH_SEG_BYTES ||
 		hdr->seg_offset != PMH_SEG_OFFSET ||
 		hdr->log_offset != PMH_LOG_OFFSET ||
@@ -418,19 +422,31 @@ static inline uint32
 pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint8 fp)
 {
 	uint32		occ = meta->occ[bucket];
-	uint32		match = 0;
 	const uint8 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
-	int			i;
+	uint32		match = 0;
 
 	if (occ == 0)
 		return 0;
-	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-		if (fps[i] == fp)
-			match |= (uint32) 1 << i;
+#ifdef __SSE2__
+	{
+		__m128i		v = _mm_loadu_si128((const __m128i *) fps);
+
+		match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(v,
+														  _mm_set1_epi8((char) fp)));
+	}
+#else
+	{
+		int			i;
+
+		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+			if (fps[i] == fp)
+				match |= (uint32) 1 << i;
+	}
+#endif
 	return match & occ;
 }
 
-/* call fn for every live slot whose fingerprint matches, in window + chain */
+/* call fn for every live slot whose fingerprint matches; true stops */
 typedef bool (*pmh_slot_fn) (const PmhEntry *e, void *arg);
 
 /* tell the read hook (statistics mode) that a probe read this slot */
@@ -441,58 +457,50 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
 					(uint64) ((const char *) e - pool->base), sizeof(PmhEntry));
 }
 
+/* probe every bucket of one segment (an entry may be in any of them) */
 static bool
-pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-		  uint64 hash, pmh_slot_fn fn, void *arg)
+pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
+				  uint64 hash, pmh_slot_fn fn, void *arg)
 {
-	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	uint8		fp = pmh_fingerprint(hash);
-	int			home = pmh_home_bucket(hash);
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
-	uint32		ovf;
-	int			i;
+	int			b;
 
-	for (i = 0; i < PMH_PROBE_BUCKETS; i++)
+	if (meta->nlive == 0)
+		return false;
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
-		int			b = (home + i) % PMH_SEG_BUCKETS;
 		uint32		cand = pmh_bucket_candidates(meta, b, fp);
 
 		while (cand)
 		{
-			int			s = pg_rightmost_one_pos32(cand);
+			const PmhEntry *e = &entries[b * PMH_BUCKET_SLOTS +
+										 pg_rightmost_one_pos32(cand)];
 
 			cand &= cand - 1;
 			if (pool->read_hook)
-				pmh_note_read(pool, &entries[b * PMH_BUCKET_SLOTS + s]);
-			if (entries[b * PMH_BUCKET_SLOTS + s].hash == hash &&
-				fn(&entries[b * PMH_BUCKET_SLOTS + s], arg))
+				pmh_note_read(pool, e);
+			if (e->hash == hash && fn(e, arg))
 				return true;
 		}
 	}
+	return false;
+}
 
-	for (ovf = meta->ovf_next; ovf != PMH_NO_SEGMENT;)
+/* probe primary segment segno and its overflow chain */
+static bool
+pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+		  uint64 hash, pmh_slot_fn fn, void *arg)
+{
+	uint32		seg = segno;
+
+	while (seg != PMH_NO_SEGMENT)
 	{
-		PmhSegMeta *om = cb->get_meta(cb->arg, ovf);
-		const PmhEntry *oe = pmh_seg_entries(pool, ovf);
-		int			b;
+		PmhSegMeta *meta = cb->get_meta(cb->arg, seg);
 
-		for (b = 0; b < PMH_SEG_BUCKETS; b++)
-		{
-			uint32		cand = pmh_bucket_candidates(om, b, fp);
-
-			while (cand)
-			{
-				int			s = pg_rightmost_one_pos32(cand);
-
-				cand &= cand - 1;
-				if (pool->read_hook)
-					pmh_note_read(pool, &oe[b * PMH_BUCKET_SLOTS + s]);
-				if (oe[b * PMH_BUCKET_SLOTS + s].hash == hash &&
-					fn(&oe[b * PMH_BUCKET_SLOTS + s], arg))
-					return true;
-			}
-		}
-		ovf = om->ovf_next;
+		if (pmh_probe_segment(pool, meta, seg, hash, fn, arg))
+			return true;
+		seg = meta->ovf_next;
 	}
 	return false;
 }
@@ -594,15 +602,22 @@ pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
 	return PMH_INSERT_DONE;
 }
 
-/* first free slot of a bucket, or -1 */
-static inline int
-pmh_bucket_free_slot(const PmhSegMeta *meta, int bucket)
+/* first free slot of a segment (lowest bucket first), or -1 */
+static int
+pmh_segment_free_slot(const PmhSegMeta *meta)
 {
-	uint32		freebits = (~(uint32) meta->occ[bucket]) & 0xffff;
+	int			b;
 
-	if (freebits == 0)
+	if (meta->nlive >= PMH_SEG_SLOTS)
 		return -1;
-	return bucket * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(freebits);
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		freebits = (~(uint32) meta->occ[b]) & 0xffff;
+
+		if (freebits != 0)
+			return b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(freebits);
+	}
+	return -1;
 }
 
 /* count the live entries of a segment, and those whose bit "bitpos" is set */
@@ -652,11 +667,11 @@ pmh_split_is_useful(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno)
 }
 
 /*
- * Insert (hash, TID) into primary segment segno: into the probe window of
- * its home bucket, else anywhere in the overflow chain.  The entry is
- * persistent when PMH_INSERT_DONE is returned.  When there is no room the
- * caller either splits the segment or adds an overflow segment, as told,
- * and calls again.
+ * Insert (hash, TID) into primary segment segno: into its first free slot,
+ * else into the first free slot of its overflow chain, so that a segment
+ * fills line by line.  The entry is persistent when PMH_INSERT_DONE is
+ * returned.  When there is no room the caller either splits the segment or
+ * adds an overflow segment, as told, and calls again.
  */
 PmhInsertResult
 pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
@@ -664,10 +679,8 @@ pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	uint64		tag = pmh_tag_make(hash, block, offset);
-	int			home = pmh_home_bucket(hash);
 	PmhCollect	c;
-	uint32		ovf;
-	int			i;
+	uint32		seg;
 
 	/* the same (hash, TID) is never stored twice */
 	c.tags = NULL;
@@ -677,35 +690,17 @@ pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	if (pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c))
 		return PMH_INSERT_EXISTS;
 
-	for (i = 0; i < PMH_PROBE_BUCKETS; i++)
+	for (seg = segno; seg != PMH_NO_SEGMENT;)
 	{
-		int			slot = pmh_bucket_free_slot(meta, (home + i) % PMH_SEG_BUCKETS);
+		PmhSegMeta *m = cb->get_meta(cb->arg, seg);
+		int			slot = pmh_segment_free_slot(m);
 
 		if (slot >= 0)
-			return pmh_write_slot(pool, meta, segno, slot, hash, tag);
+			return pmh_write_slot(pool, m, seg, slot, hash, tag);
+		seg = m->ovf_next;
 	}
 
-	for (ovf = meta->ovf_next; ovf != PMH_NO_SEGMENT;)
-	{
-		PmhSegMeta *om = cb->get_meta(cb->arg, ovf);
-
-		if (om->nlive < PMH_SEG_SLOTS)
-		{
-			int			b;
-
-			for (b = 0; b < PMH_SEG_BUCKETS; b++)
-			{
-				int			slot = pmh_bucket_free_slot(om, b);
-
-				if (slot >= 0)
-					return pmh_write_slot(pool, om, ovf, slot, hash, tag);
-			}
-		}
-		ovf = om->ovf_next;
-	}
-
-	if (meta->nlive >= PMH_SPLIT_MIN_FILL &&
-		pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
+	if (pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
 		pmh_split_is_useful(pool, cb, segno))
 		return PMH_INSERT_SPLIT;
 	return PMH_INSERT_OVERFLOW;
@@ -728,7 +723,8 @@ pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	memset(pmh_seg_entries(pool, newseg), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
 	nh->ovf_next = ph->ovf_next;
 	nh->word = pmh_segword_make_overflow();
-	if (pmh_persist(pool, nh, PMH_SEG_BYTES) != 0)
+	/* its buckets are zero on the media already (see pmh_recover) */
+	if (pmh_persist(pool, nh, PMH_LINE_BYTES) != 0)
 		return -1;
 
 	ph->ovf_next = (uint64) newseg + 1;
@@ -766,7 +762,10 @@ pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno)
 	return 2 + pmh_chain_length(cb, segno);
 }
 
-/* place an entry into a segment being built (no persist: done in bulk) */
+/*
+ * Place an entry into a segment being built (no persist: done in bulk),
+ * filling it from its first bucket on, then its overflow chain.
+ */
 static int
 pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					  const PmhEntry *src)
@@ -774,15 +773,11 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	PmhSegHeader *hdr;
 	PmhEntry   *dst;
-	int			home = pmh_home_bucket(src->hash);
-	int			slot = -1;
+	int			slot;
 	uint32		target = segno;
 	PmhSegMeta *tmeta = meta;
-	int			i;
 
-	for (i = 0; i < PMH_PROBE_BUCKETS && slot < 0; i++)
-		slot = pmh_bucket_free_slot(meta, (home + i) % PMH_SEG_BUCKETS);
-
+	slot = pmh_segment_free_slot(meta);
 	if (slot < 0)
 	{
 		/* the head of the chain is the only one that can have room */
@@ -810,8 +805,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			pmh_seg_header(pool, segno)->ovf_next = (uint64) newseg + 1;
 			target = newseg;
 		}
-		for (i = 0; i < PMH_SEG_BUCKETS && slot < 0; i++)
-			slot = pmh_bucket_free_slot(tmeta, i);
+		slot = pmh_segment_free_slot(tmeta);
 		Assert(slot >= 0);
 	}
 
@@ -879,6 +873,22 @@ pmh_split_forget(const PmhPool *pool, PmhSegMeta *fm, uint32 from, int bitpos)
 }
 
 /*
+ * Persist a segment just built from its first slot on (by a split or as an
+ * overflow segment): its header line and the lines that hold its entries.
+ * The rest of the segment is zero on the media already: a free segment
+ * always is (new file space reads as zero, and pmh_recover zeroes any free
+ * segment that is not), so its zeros need no flush.
+ */
+static int
+pmh_persist_built_segment(PmhPool *pool, const PmhSegMeta *meta, uint32 segno)
+{
+	size_t		lines = (meta->nlive + PMH_BUCKET_SLOTS - 1) / PMH_BUCKET_SLOTS;
+
+	return pmh_persist(pool, pmh_seg_header(pool, segno),
+					   (1 + lines) * PMH_LINE_BYTES);
+}
+
+/*
  * Split primary segment segno (depth d, prefix p) into itself (depth d+1,
  * prefix p0) and a new segment (depth d+1, prefix p1), failure-atomically:
  *
@@ -942,10 +952,11 @@ pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	for (seg = nmeta->ovf_next; seg != PMH_NO_SEGMENT;
 		 seg = cb->get_meta(cb->arg, seg)->ovf_next)
 	{
-		if (pmh_persist(pool, pmh_seg_header(pool, seg), PMH_SEG_BYTES) != 0)
+		if (pmh_persist_built_segment(pool, cb->get_meta(cb->arg, seg),
+									  seg) != 0)
 			return -1;
 	}
-	if (pmh_persist(pool, nh, PMH_SEG_BYTES) != 0)
+	if (pmh_persist_built_segment(pool, nmeta, newseg) != 0)
 		return -1;
 
 	/* 2. publish */
@@ -1081,13 +1092,127 @@ pmh_pending_remove(PmhSegMeta *meta, int i)
 }
 
 /*
- * Relocate the D-bucket of primary segment segno into its buckets: every
- * entry is placed as pmh_insert places it, the touched slots are flushed
- * together and fenced once, and only then do the entries leave the
- * D-bucket.  The log slots of the relocated entries (also of entries the
- * segment already held, counted in *nduplicates) are returned in released[]
- * (room for PMH_DBUCKET_SLOTS): the caller may reuse them once this
- * returns.
+ * Choose the line (bucket) of primary segment segno or its chain that
+ * "want" entries should go to: the fullest line with room for all of them,
+ * so that wholly free lines are kept for whole D-buckets; if no line has
+ * that much room, the line with the most.  Returns false when the segment
+ * and its chain have no free slot at all.
+ */
+static bool
+pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
+				uint32 *segout, int *bucketout)
+{
+	int			fit_free = PMH_BUCKET_SLOTS + 1;
+	int			most_free = 0;
+	uint32		fit_seg = PMH_NO_SEGMENT;
+	uint32		most_seg = PMH_NO_SEGMENT;
+	int			fit_bucket = -1;
+	int			most_bucket = -1;
+	uint32		seg;
+
+	for (seg = segno; seg != PMH_NO_SEGMENT;)
+	{
+		PmhSegMeta *m = cb->get_meta(cb->arg, seg);
+		int			b;
+
+		for (b = 0; m->nlive < PMH_SEG_SLOTS && b < PMH_SEG_BUCKETS; b++)
+		{
+			int			nfree = PMH_BUCKET_SLOTS - pg_popcount32(m->occ[b]);
+
+			if (nfree >= want && nfree < fit_free)
+			{
+				fit_free = nfree;
+				fit_seg = seg;
+				fit_bucket = b;
+				if (nfree == want)
+					goto found;
+			}
+			if (nfree > most_free)
+			{
+				most_free = nfree;
+				most_seg = seg;
+				most_bucket = b;
+			}
+		}
+		seg = m->ovf_next;
+	}
+found:
+	if (fit_bucket >= 0)
+	{
+		*segout = fit_seg;
+		*bucketout = fit_bucket;
+		return true;
+	}
+	if (most_bucket >= 0)
+	{
+		*segout = most_seg;
+		*bucketout = most_bucket;
+		return true;
+	}
+	return false;
+}
+
+/*
+ * Write entries into the free slots of one line (bucket) of segment segno,
+ * in slot order, as many as fit; the covered range is handed to the choke
+ * point (the caller batches).  Each slot goes from free to complete by its
+ * own cache line's store order: the old tag (an entry a split left behind)
+ * is cleared first, then every hash is stored, then every tag.  Returns the
+ * number of entries written, or -1 (errno set) if the choke point failed.
+ */
+static int
+pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
+			   const PmhPending *const *src, int n)
+{
+	PmhEntry   *line = &pmh_seg_entries(pool, segno)[bucket * PMH_BUCKET_SLOTS];
+	uint32		freebits = (~(uint32) meta->occ[bucket]) & 0xffff;
+	int			slots[PMH_BUCKET_SLOTS];
+	int			k = 0;
+	bool		cleared = false;
+	int			i;
+
+	while (freebits && k < n)
+	{
+		slots[k++] = pg_rightmost_one_pos32(freebits);
+		freebits &= freebits - 1;
+	}
+	for (i = 0; i < k; i++)
+	{
+		if (line[slots[i]].tag != 0)
+		{
+			line[slots[i]].tag = 0;
+			cleared = true;
+		}
+	}
+	if (cleared)
+		pmh_store_barrier();
+	for (i = 0; i < k; i++)
+		line[slots[i]].hash = src[i]->hash;
+	pmh_store_barrier();
+	for (i = 0; i < k; i++)
+	{
+		line[slots[i]].tag = src[i]->tag;
+		meta->occ[bucket] |= (uint16) (1 << slots[i]);
+		meta->fp[bucket * PMH_BUCKET_SLOTS + slots[i]] =
+			pmh_fingerprint(src[i]->hash);
+		meta->nlive++;
+	}
+	if (k > 0 &&
+		pmh_persist(pool, &line[slots[0]],
+					(size_t) (slots[k - 1] - slots[0] + 1) * PMH_ENTRY_BYTES) != 0)
+		return -1;
+	return k;
+}
+
+/*
+ * Relocate the D-bucket of primary segment segno into the segment, a whole
+ * line at a time: a full D-bucket fills one free 256 B line and costs one
+ * whole-line flush; fewer entries go to the fullest line with room for them
+ * (holes that VACUUM or a split left).  All flushes are fenced once, and
+ * only then do the entries leave the D-bucket.  The log slots of the
+ * relocated entries (also of entries the segment already held, counted in
+ * *nduplicates) are returned in released[] (room for PMH_DBUCKET_SLOTS):
+ * the caller may reuse them once this returns.
  *
  * Returns PMH_INSERT_DONE when the D-bucket is empty, PMH_INSERT_SPLIT or
  * PMH_INSERT_OVERFLOW when an entry found no room (the ones before it are
@@ -1101,34 +1226,82 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	PmhInsertResult r = PMH_INSERT_DONE;
-	uint32		done = 0;
+	const PmhPending *place[PMH_DBUCKET_SLOTS];
+	int			placeidx[PMH_DBUCKET_SLOTS];
+	bool		dup[PMH_DBUCKET_SLOTS];
+	int			nplace = 0;
+	int			placed = 0;
+	uint32		done;
 	uint32		i;
 
 	*nreleased = 0;
 	*nduplicates = 0;
-	pmh_batch_begin(pool);
-	for (done = 0; done < meta->npending; done++)
-	{
-		PmhPending *p = &meta->pending[done];
 
-		r = pmh_insert(pool, cb, segno, p->hash, pmh_tag_block(p->tag),
-					   pmh_tag_offset(p->tag));
-		if (r == PMH_INSERT_EXISTS)
+	/* entries the segment holds already, or that wait twice, are done */
+	for (i = 0; i < meta->npending; i++)
+	{
+		PmhPending *p = &meta->pending[i];
+		PmhCollect	c;
+		uint32		j;
+
+		dup[i] = false;
+		for (j = 0; j < i && !dup[i]; j++)
+			dup[i] = !dup[j] && meta->pending[j].hash == p->hash &&
+				meta->pending[j].tag == p->tag;
+		if (!dup[i])
 		{
-			(*nduplicates)++;
-			r = PMH_INSERT_DONE;
+			c.tags = NULL;
+			c.max = 0;
+			c.n = 0;
+			c.want = p->tag;
+			dup[i] = pmh_probe(pool, cb, segno, p->hash, pmh_exists_fn, &c);
 		}
-		if (r != PMH_INSERT_DONE)
+		if (!dup[i])
+		{
+			placeidx[nplace] = (int) i;
+			place[nplace++] = p;
+		}
+	}
+
+	pmh_batch_begin(pool);
+	while (placed < nplace)
+	{
+		uint32		seg;
+		int			bucket;
+		int			k;
+
+		if (!pmh_choose_line(cb, segno, nplace - placed, &seg, &bucket))
+		{
+			if (pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
+				pmh_split_is_useful(pool, cb, segno))
+				r = PMH_INSERT_SPLIT;
+			else
+				r = PMH_INSERT_OVERFLOW;
 			break;
+		}
+		k = pmh_write_line(pool, cb->get_meta(cb->arg, seg), seg, bucket,
+						   &place[placed], nplace - placed);
+		if (k < 0)
+		{
+			int			save_errno = errno;
+
+			(void) pmh_batch_end(pool);
+			errno = save_errno;
+			return PMH_INSERT_IOERROR;
+		}
+		placed += k;
 	}
 	if (pmh_batch_end(pool) != 0)
 		return PMH_INSERT_IOERROR;
-	if (r == PMH_INSERT_IOERROR)
-		return r;
 
-	/* the first "done" entries are in the segment now */
+	/* D-bucket entries before the first one that found no room are done */
+	done = placed < nplace ? (uint32) placeidx[placed] : meta->npending;
 	for (i = 0; i < done; i++)
+	{
 		released[i] = meta->pending[i].logslot;
+		if (dup[i])
+			(*nduplicates)++;
+	}
 	*nreleased = (int) done;
 	memmove(&meta->pending[0], &meta->pending[done],
 			(meta->npending - done) * sizeof(PmhPending));
@@ -1186,6 +1359,19 @@ pmh_clear_orphan(PmhPool *pool, uint32 segno, PmhRecoveryResult *res)
 	h->ovf_next = 0;
 	res->orphans_cleared++;
 	return pmh_persist(pool, h, 2 * sizeof(uint64));
+}
+
+/* does a whole segment (header line and buckets) read as zero? */
+static bool
+pmh_segment_is_zero(const PmhPool *pool, uint32 segno)
+{
+	const uint64 *w = (const uint64 *) pmh_seg_header(pool, segno);
+	size_t		i;
+
+	for (i = 0; i < PMH_SEG_BYTES / sizeof(uint64); i++)
+		if (w[i] != 0)
+			return false;
+	return true;
 }
 
 /* qsort comparator: by hash-space start, then shallower first */
@@ -1326,6 +1512,24 @@ pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 		{
 			roles[i] = PMH_SEG_FREE;
 			if (pmh_clear_orphan(pool, (uint32) i, res) != 0)
+				return -1;
+		}
+	}
+
+	/*
+	 * A free segment must read as zero: splits and new overflow segments
+	 * flush only the lines they fill.  A half-built segment that a crash cut
+	 * off (or an orphan cleared above) still holds entries: zero it.
+	 */
+	for (i = 0; i < nseg; i++)
+	{
+		if (roles[i] == PMH_SEG_FREE &&
+			!pmh_segment_is_zero(pool, (uint32) i))
+		{
+			memset(pmh_seg_header(pool, (uint32) i), 0, PMH_SEG_BYTES);
+			res->free_zeroed++;
+			if (pmh_persist(pool, pmh_seg_header(pool, (uint32) i),
+							PMH_SEG_BYTES) != 0)
 				return -1;
 		}
 	}

@@ -38,7 +38,15 @@
 #define PMH_SEG_BUCKETS			64
 #define PMH_SEG_SLOTS			(PMH_BUCKET_SLOTS * PMH_SEG_BUCKETS)	/* 1024 */
 #define PMH_SEG_BYTES			(PMH_LINE_BYTES * (PMH_SEG_BUCKETS + 1))
-#define PMH_PROBE_BUCKETS		8
+
+/*
+ * Where an entry may live inside its segment, recorded in the pool header:
+ * layout 2 pools written before whole-line relocation kept every entry within
+ * 8 buckets of a home bucket; since then an entry may be in any bucket.  A
+ * reader that searches the whole segment reads both.
+ */
+#define PMH_PLACEMENT_ANY		PMH_SEG_BUCKETS
+#define PMH_PLACEMENT_WINDOW8	8
 #define PMH_MAX_DEPTH			48
 #define PMH_NO_SEGMENT			UINT32_MAX
 
@@ -57,11 +65,10 @@
 #define PMH_DBUCKET_SLOTS		16
 
 /*
- * A primary segment whose probe window is full splits when it is at least
- * this full and a split would move a useful share of its entries; else it
- * gets an overflow segment (many entries with one hash, or local skew).
+ * A full primary segment splits when a split would leave each half a useful
+ * share of its entries; else it gets an overflow segment (many entries with
+ * one hash, which no split can separate).
  */
-#define PMH_SPLIT_MIN_FILL		(PMH_SEG_SLOTS / 2)
 #define PMH_SPLIT_MIN_SHARE		16	/* each half keeps >= 1/16 */
 
 /*
@@ -117,7 +124,7 @@ typedef struct PmhPoolHeader
 	uint32		entry_bytes;
 	uint32		bucket_slots;
 	uint32		seg_buckets;
-	uint32		probe_buckets;
+	uint32		placement;		/* PMH_PLACEMENT_* */
 	uint32		seg_bytes;
 	uint64		seg_offset;
 	uint64		log_offset;
@@ -237,13 +244,6 @@ static inline uint64
 pmh_dir_index(uint64 hash, int gd)
 {
 	return gd == 0 ? 0 : hash >> (64 - gd);
-}
-
-/* home bucket of a hash inside a segment */
-static inline int
-pmh_home_bucket(uint64 hash)
-{
-	return (int) ((hash >> 8) & (PMH_SEG_BUCKETS - 1));
 }
 
 static inline uint8
@@ -390,6 +390,7 @@ typedef struct PmhRecoveryResult
 	uint64		primaries;
 	uint64		overflows;
 	uint64		orphans_cleared;	/* half-done splits/overflows undone */
+	uint64		free_zeroed;	/* free segments that were not zero */
 	char		error[256];		/* non-empty: the pool is corrupt */
 } PmhRecoveryResult;
 

@@ -164,15 +164,6 @@ pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 			pmhash_problem(st, "segment %u slot %d: fingerprint %02x does not match hash %016llx",
 						   segno, slot, meta->fp[slot],
 						   (unsigned long long) e[slot].hash);
-		if (primary)
-		{
-			int			dist = (b - pmh_home_bucket(e[slot].hash) +
-								PMH_SEG_BUCKETS) % PMH_SEG_BUCKETS;
-
-			if (dist >= PMH_PROBE_BUCKETS)
-				pmhash_problem(st, "segment %u slot %d: entry is outside the probe window of its home bucket",
-							   segno, slot);
-		}
 	}
 	if (meta->nlive != live)
 		pmhash_problem(st, "segment %u: shared memory counts %u live entries, pool has %llu",

@@ -1192,7 +1192,7 @@ test_header(void)
 				b.bucket_slots = 8;
 				break;
 			case 5:
-				b.probe_buckets = 2;
+				b.placement = 2;
 				break;
 			case 6:
 				b.seg_bytes = PMH_SEG_BYTES + PMH_LINE_BYTES;
@@ -1432,7 +1432,6 @@ test_tags(void)
 		CHECK((tag >> 56) == PMH_TAG_LIVE);
 		CHECK(((tag >> 48) & 0xff) == (hash & 0xff));
 		CHECK(pmh_fingerprint(hash) == (hash & 0xff));
-		CHECK(pmh_home_bucket(hash) == (int) ((hash >> 8) & 63));
 
 		e.hash = hash;
 		e.tag = tag;
@@ -1569,11 +1568,23 @@ test_persist_stats(void)
 	CHECK(pmh_persist(&tp.pool, tp.pool.base + PMH_HEADER_BYTES, 64) == 0);
 	CHECK(st->persists == 2 && st->cachelines == 3 && st->fences == 2);
 
-	/* delete slots 0 and 5 of one bucket: one persist of 6 entries, 2 lines */
-	b = (pmh_home_bucket(hash) + 9) % PMH_SEG_BUCKETS;
+	/*
+	 * delete slots 0 and 5 of one bucket: one persist of 6 entries, 2 lines.
+	 * A segment fills bucket by bucket: 15 more entries fill bucket 0, the
+	 * next 6 take slots 0..5 of bucket 1.
+	 */
+	b = 1;
+	for (i = 0; i < 15; i++)
+	{
+		uint64		h = rnd();
+
+		CHECK(tpool_insert(&tp, h, 30, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add(&m, h, 30, (uint16) (i + 1));
+	}
+	CHECK(tp.meta[0].occ[0] == 0xffff);
 	for (i = 0; i < 6; i++)
 	{
-		uint64		h = (rnd() & ~UINT64CONST(0x3f00)) | ((uint64) b << 8);
+		uint64		h = rnd();
 
 		CHECK(tpool_insert(&tp, h, 20, (uint16) (i + 1)) == PMH_INSERT_DONE);
 		model_add(&m, h, 20, (uint16) (i + 1));
@@ -1609,7 +1620,7 @@ test_persist_stats(void)
 	memset(st, 0, sizeof(*st));
 	CHECK(pmh_delete_slots(&tp.pool, &tp.meta[0], 0, b, 0x8001) == 0);
 	CHECK(st->persists == 0);
-	CHECK(tp.meta[0].occ[b] == 0x1e && tp.meta[0].nlive == 5);
+	CHECK(tp.meta[0].occ[b] == 0x1e && tp.meta[0].nlive == 20);
 
 	/* a split: new segment (and its chain) in bulk, then the 8 B publish */
 	if (insert_until(&tp, &m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
@@ -1620,12 +1631,18 @@ test_persist_stats(void)
 		newseg = tpool_split(&tp, segno);
 		if (newseg != PMH_NO_SEGMENT)
 		{
+			/* the header line and the filled lines of each built segment */
+			uint64		built = 0;
+			uint32		sg;
+
+			for (sg = newseg; sg != PMH_NO_SEGMENT; sg = tp.meta[sg].ovf_next)
+				built += (1 + (tp.meta[sg].nlive + PMH_BUCKET_SLOTS - 1) /
+						  PMH_BUCKET_SLOTS) * PMH_LINE_BYTES;
 			lnew = chain_length(&tp, newseg);
 			CHECKF(st->persists == (uint64) (2 + lnew) &&
 				   st->fences == (uint64) (2 + lnew) &&
-				   st->bytes == (uint64) (1 + lnew) * PMH_SEG_BYTES + 8 &&
-				   st->cachelines ==
-				   (uint64) (1 + lnew) * (PMH_SEG_BYTES / PMH_CACHELINE_BYTES) + 1,
+				   st->bytes == built + 8 &&
+				   st->cachelines == built / PMH_CACHELINE_BYTES + 1,
 				   "split (new chain %d): persists %llu cachelines %llu bytes %llu",
 				   lnew, (unsigned long long) st->persists,
 				   (unsigned long long) st->cachelines,
@@ -1635,13 +1652,16 @@ test_persist_stats(void)
 		model_add(&m, hash, block, offset);
 	}
 
-	/* an overflow segment: the whole segment, then the 8 B link */
+	/*
+	 * an overflow segment: its header line (its buckets are zero on the
+	 * media already), then the 8 B link
+	 */
 	CHECK(tpool_ensure_free(&tp, 1));
 	memset(st, 0, sizeof(*st));
 	if (tpool_add_overflow(&tp, 0) != PMH_NO_SEGMENT)
 		CHECKF(st->persists == 2 && st->fences == 2 &&
-			   st->bytes == PMH_SEG_BYTES + 8 &&
-			   st->cachelines == PMH_SEG_BYTES / PMH_CACHELINE_BYTES + 1,
+			   st->bytes == PMH_LINE_BYTES + 8 &&
+			   st->cachelines == PMH_LINE_BYTES / PMH_CACHELINE_BYTES + 1,
 			   "overflow: persists %llu cachelines %llu bytes %llu",
 			   (unsigned long long) st->persists, (unsigned long long) st->cachelines,
 			   (unsigned long long) st->bytes);
@@ -2399,6 +2419,39 @@ nlive_after(TPool *tp, uint32 segno, int slot, uint64 hash, uint64 tag,
 	return n;
 }
 
+/*
+ * A primary segment holding entries and a never-used slot (hash and tag 0)
+ * that is the first free slot of its bucket: segments fill from their first
+ * bucket on, so the upper half of a split has one, the lower half may not.
+ */
+static uint32
+primary_with_unused_slot(const TPool *tp)
+{
+	uint64		d;
+
+	for (d = 0; d < (UINT64CONST(1) << tp->gd); d++)
+	{
+		uint32		p = tp->dir[d];
+		int			b;
+
+		if (tp->meta[p].nlive == 0)
+			continue;
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			uint32		freebits = (~(uint32) tp->meta[p].occ[b]) & 0xffff;
+			const PmhEntry *e;
+
+			if (freebits == 0)
+				continue;
+			e = &pmh_seg_entries(&tp->pool, p)[b * PMH_BUCKET_SLOTS +
+											   __builtin_ctz(freebits)];
+			if (e->hash == 0 && e->tag == 0)
+				return p;
+		}
+	}
+	return PMH_NO_SEGMENT;
+}
+
 /* torn entries are not counted by pmh_meta_load */
 static void
 test_torn_entries(void)
@@ -2419,7 +2472,13 @@ test_torn_entries(void)
 	if (!tpool_create(&tp, "torn", 4))
 		return;
 	workload_random(&tp, &m, 3000, true);
-	p = tp.dir[0];
+	p = primary_with_unused_slot(&tp);
+	if (!CHECK(p != PMH_NO_SEGMENT))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
 	w = tp.meta[p].word;
 	nlive = tp.meta[p].nlive;
 
@@ -2656,7 +2715,7 @@ check_insert_states(TPool *tp, uint32 p, int slot, uint64 h, uint32 block,
 #endif
 }
 
-/* a hash of primary p whose home bucket is b and whose low byte is fp */
+/* a hash of primary p with b in bits 13..8 and whose low byte is fp */
 static uint64
 hash_for(TPool *tp, uint32 p, int b, uint8 fp)
 {
@@ -2735,7 +2794,9 @@ test_torn_insert_states(void)
 	 * 0 of a bucket whose slot 0 is live, deleted, is the bucket's first
 	 * free slot.
 	 */
-	p = tp.dir[0];
+	p = primary_with_unused_slot(&tp);
+	if (!CHECK(p != PMH_NO_SEGMENT))
+		p = tp.dir[0];
 	for (k = 0; k < PMH_SEG_SLOTS; k += PMH_BUCKET_SLOTS)
 		if (tp.meta[p].occ[k / PMH_BUCKET_SLOTS] & 1)
 			break;
@@ -2893,7 +2954,7 @@ test_split_usefulness(void)
 	setup_end(&tp);
 	CHECKF(tp.splits == 0, "%llu splits of a segment whose entries all share bit 63",
 		   (unsigned long long) tp.splits);
-	CHECK(tp.meta[0].nlive >= PMH_SPLIT_MIN_FILL);
+	CHECK(tp.meta[0].nlive == PMH_SEG_SLOTS);
 	CHECK(chain_length(&tp, 0) >= 1);
 	verify_model(&tp, &m, 500, "skewed");
 
@@ -3044,7 +3105,7 @@ test_max_depth(void)
 	setup_end(&tp);
 	CHECKF(splits == 0, "pmh_insert asked for %d splits at depth %d", splits,
 		   PMH_MAX_DEPTH);
-	CHECK(tp.meta[0].nlive >= PMH_SPLIT_MIN_FILL);
+	CHECK(tp.meta[0].nlive == PMH_SEG_SLOTS);
 	CHECK(chain_length(&tp, 0) >= 1);
 	errno = 0;
 	CHECK(pmh_split(&tp.pool, &tp.cb, 0, &newseg) == -1 && errno == ENOSPC);
