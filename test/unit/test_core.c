@@ -3,9 +3,10 @@
  * test_core.c
  *	  Unit tests of the server-independent core of pmhash (src/pmh_core.c):
  *	  pool header, segment words, tags, the directory helpers, persistence
- *	  accounting, insert and lookup with splits and overflow chains,
- *	  duplicates, delete, and recovery after a clean shutdown, after
- *	  simulated crashes and after corruption.
+ *	  accounting and batches, insert and lookup with splits and overflow
+ *	  chains, duplicates, delete, the backup log, D-buckets and their
+ *	  relocation, and recovery after a clean shutdown, after simulated
+ *	  crashes and after corruption.
  *
  * Pools are real files in a temporary directory (mkdtemp under $TMPDIR or
  * /tmp) mapped with libpmem's pmem_map_file, grown with ftruncate + remap
@@ -3135,6 +3136,1676 @@ test_max_depth(void)
 	tpool_close(&tp);
 }
 
+/* ---------------------------------------------------------------------
+ * Batches, the backup log, D-buckets and relocation
+ * ---------------------------------------------------------------------
+ */
+
+/* what a flush hook heard, in order: ranges (len > 0) and fences (len 0) */
+#define MAX_HOOK_EVENTS		8
+
+typedef struct HookLog
+{
+	int			nevents;
+	int			nranges;
+	int			nfences;
+	uint64		off[MAX_HOOK_EVENTS];
+	size_t		len[MAX_HOOK_EVENTS];
+} HookLog;
+
+/* PmhPool.flush_hook: record the call */
+static void
+hook_record(void *arg, uint64 offset, size_t len)
+{
+	HookLog    *hl = (HookLog *) arg;
+
+	if (len == 0)
+		hl->nfences++;
+	else
+		hl->nranges++;
+	if (hl->nevents < MAX_HOOK_EVENTS)
+	{
+		hl->off[hl->nevents] = offset;
+		hl->len[hl->nevents] = len;
+	}
+	hl->nevents++;
+}
+
+/* start recording a pool's flushes and fences afresh (counters too) */
+static void
+hook_start(TPool *tp, HookLog *hl)
+{
+	memset(hl, 0, sizeof(*hl));
+	memset(&tp->pool.stats, 0, sizeof(tp->pool.stats));
+	tp->pool.flush_hook = hook_record;
+	tp->pool.flush_hook_arg = hl;
+}
+
+/* stop recording */
+static void
+hook_stop(TPool *tp)
+{
+	tp->pool.flush_hook = NULL;
+	tp->pool.flush_hook_arg = NULL;
+}
+
+/* compare every persist counter with what the operation "what" must cost */
+static void
+check_stats(const PmhPersistStats *st, uint64 persists, uint64 bytes,
+			uint64 cachelines, uint64 whole, uint64 partial, uint64 fences,
+			const char *what)
+{
+	CHECKF(st->persists == persists && st->bytes == bytes &&
+		   st->cachelines == cachelines && st->lines_whole == whole &&
+		   st->lines_partial == partial && st->fences == fences,
+		   "%s: persists %llu bytes %llu cachelines %llu whole %llu partial %llu "
+		   "fences %llu; expected %llu %llu %llu %llu %llu %llu", what,
+		   (unsigned long long) st->persists, (unsigned long long) st->bytes,
+		   (unsigned long long) st->cachelines,
+		   (unsigned long long) st->lines_whole,
+		   (unsigned long long) st->lines_partial,
+		   (unsigned long long) st->fences,
+		   (unsigned long long) persists, (unsigned long long) bytes,
+		   (unsigned long long) cachelines, (unsigned long long) whole,
+		   (unsigned long long) partial, (unsigned long long) fences);
+}
+
+/* offset of bucket b of segment s from the start of the pool */
+static uint64
+bucket_offset(const TPool *tp, uint32 s, int b)
+{
+	return (uint64) ((const char *) &pmh_seg_entries(&tp->pool, s)[b * PMH_BUCKET_SLOTS] -
+					 tp->pool.base);
+}
+
+/* are all 256 bytes of bucket b of segment s zero? */
+static bool
+bucket_is_zero(const TPool *tp, uint32 s, int b)
+{
+	const PmhEntry *e = &pmh_seg_entries(&tp->pool, s)[b * PMH_BUCKET_SLOTS];
+	int			k;
+
+	for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		if (e[k].hash != 0 || e[k].tag != 0)
+			return false;
+	return true;
+}
+
+/* a random hash that primary segment p holds: its prefix in the top bits */
+static uint64
+hash_in_segment(const TPool *tp, uint32 p)
+{
+	uint64		w = tp->meta[p].word;
+	int			d = pmh_segword_depth(w);
+	uint64		h = rnd();
+
+	if (d > 0)
+		h = (h >> d) | (pmh_segword_prefix(w) << (64 - d));
+	return h;
+}
+
+/* n new entries of primary p: random hashes, TIDs (block, 1 .. n) */
+static void
+make_entries(const TPool *tp, uint32 p, int n, uint32 block, PmhPending *out)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		out[i].hash = hash_in_segment(tp, p);
+		out[i].tag = pmh_tag_make(out[i].hash, block, (uint16) (i + 1));
+		out[i].logslot = 0;
+		out[i].pad = 0;
+	}
+}
+
+/* a pending entry with this hash and TID */
+static PmhPending
+pending_of(uint64 hash, uint32 block, uint16 offset)
+{
+	PmhPending	p;
+
+	p.hash = hash;
+	p.tag = pmh_tag_make(hash, block, offset);
+	p.logslot = 0;
+	p.pad = 0;
+	return p;
+}
+
+/*
+ * What a flushing backend does with n entries of primary p: write them into
+ * backup-log line "line" from slot "first" on (one pmh_log_write), then
+ * append them to p's D-bucket.  Sets ents[i].logslot.
+ */
+static void
+pend_entries(TPool *tp, uint32 p, uint32 line, int first, PmhPending *ents,
+			 int n)
+{
+	PmhEntry	e[PMH_BUCKET_SLOTS];
+	int			i;
+
+	if (!CHECKF(first >= 0 && n >= 0 && first + n <= PMH_BUCKET_SLOTS,
+				"pend_entries(first %d, n %d)", first, n))
+		return;
+	for (i = 0; i < n; i++)
+	{
+		e[i].hash = ents[i].hash;
+		e[i].tag = ents[i].tag;
+		ents[i].logslot = line * PMH_BUCKET_SLOTS + (uint32) (first + i);
+	}
+	CHECKF(pmh_log_write(&tp->pool, line, first, e, n) == 0, "pmh_log_write: %m");
+	for (i = 0; i < n; i++)
+	{
+		if (!CHECKF(tp->meta[p].npending < PMH_DBUCKET_SLOTS,
+					"D-bucket of %u is full", p))
+			break;
+		pmh_pending_add(&tp->meta[p], ents[i].hash, ents[i].tag, ents[i].logslot);
+	}
+}
+
+/* add a pending entry to the model */
+static void
+model_add_pending(Model *m, const PmhPending *p)
+{
+	model_add(m, p->hash, pmh_tag_block(p->tag), pmh_tag_offset(p->tag));
+}
+
+/* is pending entry a the same (hash, tag, logslot) as b? */
+static bool
+pending_equal(const PmhPending *a, const PmhPending *b)
+{
+	return a->hash == b->hash && a->tag == b->tag && a->logslot == b->logslot;
+}
+
+/* does slot k of bucket b of segment s hold exactly this entry? */
+static bool
+slot_holds(const TPool *tp, uint32 s, int b, int k, const PmhPending *p)
+{
+	const PmhEntry *e = &pmh_seg_entries(&tp->pool, s)[b * PMH_BUCKET_SLOTS + k];
+
+	return e->hash == p->hash && e->tag == p->tag &&
+		(tp->meta[s].occ[b] & (1 << k)) != 0 &&
+		tp->meta[s].fp[b * PMH_BUCKET_SLOTS + k] == pmh_fingerprint(p->hash);
+}
+
+/* the slots in "mask" of bucket b of segment s hold ents[0 ..], in slot order */
+static void
+check_line_holds(const TPool *tp, uint32 s, int b, uint16 mask,
+				 const PmhPending *ents, const char *what)
+{
+	int			i = 0;
+	int			k;
+
+	for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+	{
+		if (!(mask & (1 << k)))
+			continue;
+		CHECKF(slot_holds(tp, s, b, k, &ents[i]),
+			   "%s: segment %u bucket %d slot %d does not hold entry %d "
+			   "(%016llx, %016llx)", what, s, b, k, i,
+			   (unsigned long long) ents[i].hash, (unsigned long long) ents[i].tag);
+		i++;
+	}
+}
+
+/* does pmh_lookup find this entry exactly "count" times (0 or 1)? */
+static void
+check_found(TPool *tp, const PmhPending *p, int count, const char *what)
+{
+	uint64		tags[8];
+	uint32		segno = tp->dir[pmh_dir_index(p->hash, tp->gd)];
+	int			n = pmh_lookup(&tp->pool, &tp->cb, segno, p->hash, tags, 8);
+	int			hits = 0;
+	int			i;
+
+	for (i = 0; i < Min(n, 8); i++)
+		hits += tags[i] == p->tag;
+	CHECKF(hits == count, "%s: hash %016llx tag %016llx found %d times (of %d "
+		   "entries under the hash), expected %d", what,
+		   (unsigned long long) p->hash, (unsigned long long) p->tag, hits, n,
+		   count);
+}
+
+/*
+ * Delete the slots in "mask" of bucket b of segment s (pmh_delete_slots, as
+ * VACUUM does) and drop their entries from the model.
+ */
+static void
+delete_slots_model(TPool *tp, Model *m, uint32 s, int b, uint16 mask)
+{
+	const PmhEntry *e = &pmh_seg_entries(&tp->pool, s)[b * PMH_BUCKET_SLOTS];
+	int			k;
+
+	CHECKF((tp->meta[s].occ[b] & mask) == mask,
+		   "segment %u bucket %d: deleting %04x, occupied %04x", s, b, mask,
+		   tp->meta[s].occ[b]);
+	for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+	{
+		size_t		j;
+		bool		found = false;
+
+		if (!(mask & (1 << k)))
+			continue;
+		for (j = 0; j < m->n && !found; j++)
+		{
+			if (m->e[j].hash == e[k].hash && m->e[j].tid == tid_of_tag(e[k].tag))
+			{
+				m->e[j] = m->e[--m->n];
+				found = true;
+			}
+		}
+		CHECKF(found, "deleted entry %016llx is not in the model",
+			   (unsigned long long) e[k].hash);
+	}
+	CHECKF(pmh_delete_slots(&tp->pool, &tp->meta[s], s, b, mask) == 0,
+		   "pmh_delete_slots: %m");
+}
+
+/*
+ * Relocate every D-bucket, splitting or adding an overflow segment when
+ * pmh_relocate answers so (a split hands the new half its share of the
+ * pending entries, relocated in a later round).  Returns the number of log
+ * slots released; *ndup gets the duplicates among them.
+ */
+static int
+tpool_relocate_all(TPool *tp, int *ndup)
+{
+	int			total = 0;
+	int			round;
+
+	*ndup = 0;
+	for (round = 0; round < 1000; round++)
+	{
+		bool		any = false;
+		uint64		s;
+
+		for (s = 0; s < tp->nseg; s++)
+		{
+			uint32		released[PMH_DBUCKET_SLOTS];
+			int			nrel = 0;
+			int			nd = 0;
+			PmhInsertResult r;
+
+			if (tp->role[s] != T_PRIMARY || tp->meta[s].npending == 0)
+				continue;
+			any = true;
+			r = pmh_relocate(&tp->pool, &tp->cb, (uint32) s, released, &nrel, &nd);
+			total += nrel;
+			*ndup += nd;
+			if (r == PMH_INSERT_SPLIT)
+			{
+				if (tpool_split(tp, (uint32) s) == PMH_NO_SEGMENT)
+					return total;
+			}
+			else if (r == PMH_INSERT_OVERFLOW)
+			{
+				if (tpool_add_overflow(tp, (uint32) s) == PMH_NO_SEGMENT)
+					return total;
+			}
+			else if (!CHECKF(r == PMH_INSERT_DONE, "pmh_relocate(%u): %d: %m",
+							 (uint32) s, (int) r))
+				return total;
+		}
+		if (!any)
+			return total;
+	}
+	CHECKF(false, "relocation did not finish after 1000 rounds");
+	return total;
+}
+
+/*
+ * What the server's log recovery (pmhash_log_recover) does after the
+ * segments are recovered: every live backup-log slot whose entry the owning
+ * segment does not hold goes back into that segment's D-bucket (a full
+ * D-bucket is relocated first).  Returns the number of entries put back.
+ */
+static int
+log_recover(TPool *tp)
+{
+	int			n = 0;
+	uint32		ls;
+
+	for (ls = 0; ls < PMH_LOG_SLOTS; ls++)
+	{
+		PmhEntry	e = *pmh_log_entry(&tp->pool, ls);
+		uint32		p;
+		int			nd;
+
+		if (!pmh_log_entry_is_live(&e))
+			continue;
+		p = tp->dir[pmh_dir_index(e.hash, tp->gd)];
+		if (pmh_contains(&tp->pool, &tp->cb, p, e.hash, e.tag))
+			continue;
+		if (tp->meta[p].npending == PMH_DBUCKET_SLOTS)
+		{
+			(void) tpool_relocate_all(tp, &nd);
+			p = tp->dir[pmh_dir_index(e.hash, tp->gd)];
+		}
+		pmh_pending_add(&tp->meta[p], e.hash, e.tag, ls);
+		n++;
+	}
+	return n;
+}
+
+/*
+ * pmh_batch_begin / pmh_batch_end: inside a batch pmh_persist only remembers
+ * ranges; the end flushes each of them (counted as usual) and fences once.
+ * An empty batch fences nothing; a batch of more than PMH_BATCH_RANGES
+ * ranges flushes early but still fences once, at the end.
+ */
+static void
+test_batch(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	HookLog		hl;
+	char	   *seg;
+	uint64		segoff;
+	int			i;
+
+	if (!tpool_create(&tp, "batch", 2))
+		return;
+	st = &tp.pool.stats;
+	/* segment 1 is free: scratch space, 256 B aligned */
+	seg = (char *) pmh_seg_entries(&tp.pool, 1);
+	segoff = bucket_offset(&tp, 1, 0);
+	CHECK(segoff % PMH_LINE_BYTES == 0);
+
+	/*
+	 * 16 B inside one cache line, 64 B across two of the next 256 B line, a
+	 * whole 256 B line, and an empty range (not even remembered).
+	 */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	CHECK(tp.pool.batching == 1 && tp.pool.nbatch == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 16, 16) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 256 + 32, 64) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 512, 256) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 1024, 0) == 0);
+	CHECK(tp.pool.nbatch == 3);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "inside a batch");
+	CHECK(hl.nevents == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECK(tp.pool.batching == 0 && tp.pool.nbatch == 0);
+	check_stats(st, 3, 16 + 64 + 256, 1 + 2 + 4, 1, 2, 1, "end of a batch");
+	CHECKF(hl.nranges == 3 && hl.nfences == 1 && hl.nevents == 4,
+		   "hook: %d ranges, %d fences", hl.nranges, hl.nfences);
+	CHECK(hl.off[0] == segoff && hl.len[0] == 64);
+	CHECK(hl.off[1] == segoff + 256 && hl.len[1] == 128);
+	CHECK(hl.off[2] == segoff + 512 && hl.len[2] == 256);
+	CHECKF(hl.len[3] == 0, "the fence is not the last event");
+
+	/* after the batch, every persist fences again */
+	hook_start(&tp, &hl);
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 64, 16) == 0);
+	check_stats(st, 2, 32, 2, 0, 2, 2, "after a batch");
+
+	/* an empty batch, and one of empty ranges only: no flush, no fence */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, seg, 0) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 64, 0) == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "empty batch");
+	CHECK(hl.nevents == 0);
+	CHECK(tp.pool.batching == 0);
+
+	/* no_persist inside a batch: nothing remembered, nothing at the end */
+	hook_start(&tp, &hl);
+	tp.pool.no_persist = 1;
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, seg, 256) == 0);
+	CHECK(tp.pool.nbatch == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	tp.pool.no_persist = 0;
+	check_stats(st, 0, 0, 0, 0, 0, 0, "no_persist batch");
+
+	/*
+	 * 100 ranges of 16 B, each in its own cache line: the first
+	 * PMH_BATCH_RANGES are remembered, the next one makes them flush (no
+	 * fence), the rest flush at the end, followed by one fence.
+	 */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	for (i = 0; i < 100; i++)
+	{
+		CHECK(pmh_persist(&tp.pool, seg + i * PMH_CACHELINE_BYTES, 16) == 0);
+		if (i == PMH_BATCH_RANGES - 1)
+			CHECKF(st->persists == 0 && tp.pool.nbatch == PMH_BATCH_RANGES,
+				   "%d ranges: %llu flushed, %d remembered", i + 1,
+				   (unsigned long long) st->persists, tp.pool.nbatch);
+		if (i == PMH_BATCH_RANGES)
+			CHECKF(st->persists == PMH_BATCH_RANGES && st->fences == 0 &&
+				   tp.pool.nbatch == 1,
+				   "%d ranges: %llu flushed, %llu fences, %d remembered", i + 1,
+				   (unsigned long long) st->persists,
+				   (unsigned long long) st->fences, tp.pool.nbatch);
+	}
+	CHECK(st->persists == PMH_BATCH_RANGES && st->fences == 0);
+	CHECK(hl.nfences == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	check_stats(st, 100, 100 * 16, 100, 0, 100, 1, "batch of 100 ranges");
+	CHECK(hl.nranges == 100 && hl.nfences == 1);
+
+	/* exactly PMH_BATCH_RANGES ranges: all flushed at the end */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	for (i = 0; i < PMH_BATCH_RANGES; i++)
+		CHECK(pmh_persist(&tp.pool, seg + i * PMH_CACHELINE_BYTES, 8) == 0);
+	CHECK(st->persists == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	check_stats(st, PMH_BATCH_RANGES, PMH_BATCH_RANGES * 8, PMH_BATCH_RANGES, 0,
+				PMH_BATCH_RANGES, 1, "batch of PMH_BATCH_RANGES ranges");
+	hook_stop(&tp);
+	tpool_close(&tp);
+}
+
+/*
+ * pmh_log_entry_is_live, and pmh_log_write: the entries land in the given
+ * slots (nothing else of the line changes) and cost one flush of exactly the
+ * covered bytes and one fence.
+ */
+static void
+test_log_write(void)
+{
+	static const struct
+	{
+		uint32		line;
+		int			first;
+		int			n;
+	}			cases[] = {
+		{0, 0, 16}, {1, 0, 1}, {2, 3, 5}, {3, 15, 1}, {4, 4, 4},
+		{5, 2, 12}, {6, 4, 8}, {PMH_LOG_LINES - 1, 0, 16},
+	};
+	TPool		tp;
+	PmhPersistStats *st;
+	HookLog		hl;
+	PmhEntry	e;
+	PmhEntry	ents[PMH_BUCKET_SLOTS];
+	uint64		h;
+	size_t		c;
+	int			k;
+
+	/* liveness of a log slot: marker, fingerprint copy, offset; no prefix */
+	memset(&e, 0, sizeof(e));
+	CHECK(!pmh_log_entry_is_live(&e));
+	h = rnd() | 0x100;
+	e.hash = h;
+	CHECK(!pmh_log_entry_is_live(&e));	/* hash only */
+	e.tag = pmh_tag_make(h ^ 0x01, 5, 7);
+	CHECK(!pmh_log_entry_is_live(&e));	/* fingerprint copy mismatch */
+	e.tag = pmh_tag_make(h ^ 0x80, 5, 7);
+	CHECK(!pmh_log_entry_is_live(&e));
+	e.tag = pmh_tag_make(h, 5, 0);
+	CHECK(!pmh_log_entry_is_live(&e));	/* offset 0 */
+	e.tag = pmh_tag_make(h, 5, 7) & ~(UINT64CONST(0xff) << 56);
+	CHECK(!pmh_log_entry_is_live(&e));	/* no marker */
+	e.tag = pmh_tag_make(h, 5, 7) ^ (UINT64CONST(0x01) << 56);
+	CHECK(!pmh_log_entry_is_live(&e));	/* a wrong marker */
+	e.tag = pmh_tag_make(h, 5, 7);
+	CHECK(pmh_log_entry_is_live(&e));
+	e.tag = pmh_tag_make(h, 0, 1);
+	CHECK(pmh_log_entry_is_live(&e));
+	e.tag = pmh_tag_make(h, UINT32_MAX, UINT16_MAX);
+	CHECK(pmh_log_entry_is_live(&e));
+	/* no prefix test: live in the log, dead in a segment of the other half */
+	e.hash = h | (UINT64CONST(1) << 63);
+	e.tag = pmh_tag_make(e.hash, 5, 7);
+	CHECK(pmh_log_entry_is_live(&e));
+	CHECK(!pmh_entry_is_live(&e, pmh_segword_make(1, 0)));
+	CHECK(pmh_entry_is_live(&e, pmh_segword_make(1, 1)));
+
+	if (!tpool_create(&tp, "logwrite", 1))
+		return;
+	st = &tp.pool.stats;
+	for (c = 0; c < lengthof(cases); c++)
+	{
+		uint32		line = cases[c].line;
+		int			first = cases[c].first;
+		int			n = cases[c].n;
+		const PmhEntry *l = pmh_log_line(&tp.pool, line);
+		uint64		start = (uint64) (first * PMH_ENTRY_BYTES) &
+			~(uint64) (PMH_CACHELINE_BYTES - 1);
+		uint64		end = ((uint64) ((first + n) * PMH_ENTRY_BYTES) +
+						   PMH_CACHELINE_BYTES - 1) &
+			~(uint64) (PMH_CACHELINE_BYTES - 1);
+		uint64		ncl = (end - start) / PMH_CACHELINE_BYTES;
+		char		what[64];
+
+		snprintf(what, sizeof(what), "log line %u slots %d..%d", line, first,
+				 first + n - 1);
+		for (k = 0; k < n; k++)
+		{
+			ents[k].hash = rnd();
+			ents[k].tag = pmh_tag_make(ents[k].hash, 1000 + (uint32) c, (uint16) (k + 1));
+		}
+		hook_start(&tp, &hl);
+		CHECKF(pmh_log_write(&tp.pool, line, first, ents, n) == 0, "%s: %m", what);
+		check_stats(st, 1, (uint64) n * PMH_ENTRY_BYTES, ncl, ncl == 4, ncl < 4, 1,
+					what);
+		CHECKF(hl.nranges == 1 && hl.nfences == 1 &&
+			   hl.off[0] == PMH_LOG_OFFSET + (uint64) line * PMH_LINE_BYTES + start &&
+			   hl.len[0] == end - start && hl.len[1] == 0,
+			   "%s: hook heard %d ranges (first at %llu, %zu bytes), %d fences",
+			   what, hl.nranges, (unsigned long long) hl.off[0], hl.len[0],
+			   hl.nfences);
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		{
+			if (k >= first && k < first + n)
+				CHECKF(l[k].hash == ents[k - first].hash &&
+					   l[k].tag == ents[k - first].tag &&
+					   pmh_log_entry_is_live(&l[k]) &&
+					   pmh_log_entry(&tp.pool, line * PMH_BUCKET_SLOTS + k) == &l[k],
+					   "%s: slot %d", what, k);
+			else
+				CHECKF(l[k].hash == 0 && l[k].tag == 0 && !pmh_log_entry_is_live(&l[k]),
+					   "%s: slot %d outside the write changed", what, k);
+		}
+	}
+
+	/* appending to a line leaves its earlier slots alone */
+	for (k = 0; k < 3; k++)
+	{
+		ents[k].hash = rnd();
+		ents[k].tag = pmh_tag_make(ents[k].hash, 77, (uint16) (k + 1));
+	}
+	{
+		PmhEntry	before[PMH_BUCKET_SLOTS];
+
+		memcpy(before, pmh_log_line(&tp.pool, 2), sizeof(before));
+		hook_start(&tp, &hl);
+		CHECK(pmh_log_write(&tp.pool, 2, 8, ents, 3) == 0);
+		check_stats(st, 1, 48, 1, 0, 1, 1, "append to log line 2");
+		CHECK(memcmp(before, pmh_log_line(&tp.pool, 2), 8 * sizeof(PmhEntry)) == 0);
+		CHECK(memcmp(&before[11], &pmh_log_line(&tp.pool, 2)[11],
+					 5 * sizeof(PmhEntry)) == 0);
+		for (k = 0; k < 3; k++)
+			CHECK(pmh_log_line(&tp.pool, 2)[8 + k].tag == ents[k].tag);
+	}
+
+	/* nothing to write: no flush, no fence */
+	hook_start(&tp, &hl);
+	CHECK(pmh_log_write(&tp.pool, 7, 0, ents, 0) == 0);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "empty log write");
+	/* the log is not a segment: segment 0 is still empty */
+	CHECK(tp.meta[0].nlive == 0 && bucket_is_zero(&tp, 0, 0));
+	hook_stop(&tp);
+	tpool_close(&tp);
+}
+
+/*
+ * pmh_pending_add appends (hash, tag, log slot) to a D-bucket;
+ * pmh_pending_remove moves the last entry into the removed one's place.
+ * Checked against a reference array through random adds and removes.
+ */
+static void
+test_pending_bookkeeping(void)
+{
+	PmhSegMeta *m = pg_malloc(sizeof(PmhSegMeta));
+	PmhPending	ref[PMH_DBUCKET_SLOTS];
+	int			nref = 0;
+	int			step;
+	int			i;
+
+	memset(m, 0x7f, sizeof(*m));
+	pmh_meta_reset(m, pmh_segword_make(0, 0));
+	CHECK(m->npending == 0 && m->nlive == 0 && m->ovf_next == PMH_NO_SEGMENT);
+
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+	{
+		uint64		h = rnd();
+
+		m->pending[i].pad = 0xdeadbeef;
+		pmh_pending_add(m, h, pmh_tag_make(h, 1, (uint16) (i + 1)), 100 + (uint32) i);
+		CHECK(m->npending == (uint32) (i + 1));
+		CHECK(m->pending[i].hash == h &&
+			  m->pending[i].tag == pmh_tag_make(h, 1, (uint16) (i + 1)) &&
+			  m->pending[i].logslot == 100 + (uint32) i && m->pending[i].pad == 0);
+		ref[nref++] = m->pending[i];
+	}
+
+	/* a middle entry: the last one takes its place */
+	pmh_pending_remove(m, 5);
+	CHECK(m->npending == 15);
+	CHECK(pending_equal(&m->pending[5], &ref[15]));
+	for (i = 0; i < 15; i++)
+		if (i != 5)
+			CHECK(pending_equal(&m->pending[i], &ref[i]));
+	ref[5] = ref[15];
+	nref = 15;
+	/* the last entry: nothing moves */
+	pmh_pending_remove(m, 14);
+	CHECK(m->npending == 14);
+	nref = 14;
+	for (i = 0; i < nref; i++)
+		CHECK(pending_equal(&m->pending[i], &ref[i]));
+	/* the first */
+	pmh_pending_remove(m, 0);
+	ref[0] = ref[--nref];
+	CHECK(m->npending == (uint32) nref);
+	CHECK(pending_equal(&m->pending[0], &ref[0]));
+
+	/* random adds and removes against the reference */
+	for (step = 0; step < 2000; step++)
+	{
+		bool		add = nref == 0 ||
+			(nref < PMH_DBUCKET_SLOTS && (rnd() & 1));
+
+		if (add)
+		{
+			uint64		h = rnd();
+			uint32		slot = (uint32) (rnd() % PMH_LOG_SLOTS);
+
+			pmh_pending_add(m, h, pmh_tag_make(h, 2, 1), slot);
+			ref[nref].hash = h;
+			ref[nref].tag = pmh_tag_make(h, 2, 1);
+			ref[nref].logslot = slot;
+			ref[nref].pad = 0;
+			nref++;
+		}
+		else
+		{
+			int			j = (int) (rnd() % (uint64) nref);
+
+			pmh_pending_remove(m, j);
+			ref[j] = ref[--nref];
+		}
+		if (!CHECKF(m->npending == (uint32) nref, "step %d: npending %u, expected %d",
+					step, m->npending, nref))
+			break;
+		for (i = 0; i < nref; i++)
+			if (!CHECKF(pending_equal(&m->pending[i], &ref[i]),
+						"step %d: pending[%d] differs", step, i))
+				break;
+	}
+
+	/* emptied one by one, then filled again to the brim */
+	while (m->npending > 0)
+		pmh_pending_remove(m, 0);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		pmh_pending_add(m, (uint64) i + 1, pmh_tag_make((uint64) i + 1, 3, 1), (uint32) i);
+	CHECK(m->npending == PMH_DBUCKET_SLOTS);
+	/* a reset forgets the D-bucket; the rest of the metadata too */
+	pmh_meta_reset(m, pmh_segword_make(1, 1));
+	CHECK(m->npending == 0 && m->word == pmh_segword_make(1, 1));
+	free(m);
+
+	/* the D-bucket is volatile: loading a segment from the pool starts empty */
+	{
+		TPool		tp;
+		PmhPending	ents[4];
+
+		if (!tpool_create(&tp, "pending", 1))
+			return;
+		make_entries(&tp, 0, 4, 9, ents);
+		pend_entries(&tp, 0, 0, 0, ents, 4);
+		CHECK(tp.meta[0].npending == 4);
+		for (i = 0; i < 4; i++)
+			CHECK(pending_equal(&tp.meta[0].pending[i], &ents[i]) &&
+				  ents[i].logslot == (uint32) i);
+		pmh_meta_load(&tp.pool, 0, tp.meta[0].word, &tp.meta[0]);
+		CHECK(tp.meta[0].npending == 0 && tp.meta[0].nlive == 0);
+		tpool_close(&tp);
+	}
+}
+
+/*
+ * A full D-bucket goes into one wholly free line of its segment: one
+ * whole-line flush (4 cache lines) and one fence; the 16 log slots are
+ * released in D-bucket order, and every entry is found.
+ */
+static void
+test_relocate_full_dbucket(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	HookLog		hl;
+	Model		m;
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel;
+	int			ndup;
+	int			i;
+	int			b;
+	PmhInsertResult r;
+	uint64		h;
+	PmhSegMeta *loaded;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "relocfull", 2))
+		return;
+	st = &tp.pool.stats;
+
+	/* an empty D-bucket: nothing to do, not even a fence */
+	hook_start(&tp, &hl);
+	nrel = ndup = -1;
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == 0 && ndup == 0);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "empty D-bucket");
+	CHECK(hl.nevents == 0);
+
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 7000, ents);
+	pend_entries(&tp, 0, 0, 0, ents, PMH_DBUCKET_SLOTS);
+	CHECK(tp.meta[0].npending == PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+	{
+		model_add_pending(&m, &ents[i]);
+		/* waiting in the D-bucket: not in the segment yet */
+		check_found(&tp, &ents[i], 0, "pending");
+	}
+
+	hook_start(&tp, &hl);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
+	CHECK(nrel == PMH_DBUCKET_SLOTS && ndup == 0);
+	for (i = 0; i < nrel; i++)
+		CHECKF(released[i] == (uint32) i && released[i] == ents[i].logslot,
+			   "released[%d] = %u", i, released[i]);
+	CHECK(tp.meta[0].npending == 0);
+	check_stats(st, 1, PMH_LINE_BYTES, PMH_LINE_BYTES / PMH_CACHELINE_BYTES, 1, 0, 1,
+				"full D-bucket");
+	CHECKF(hl.nranges == 1 && hl.nfences == 1 && hl.off[0] == bucket_offset(&tp, 0, 0) &&
+		   hl.len[0] == PMH_LINE_BYTES && hl.len[1] == 0,
+		   "hook: %d ranges (first at %llu, %zu bytes), %d fences", hl.nranges,
+		   (unsigned long long) hl.off[0], hl.len[0], hl.nfences);
+	CHECKF(tp.meta[0].occ[0] == 0xffff, "occ[0] %04x", tp.meta[0].occ[0]);
+	for (b = 1; b < PMH_SEG_BUCKETS; b++)
+		CHECKF(tp.meta[0].occ[b] == 0 && bucket_is_zero(&tp, 0, b),
+			   "bucket %d touched", b);
+	CHECK(tp.meta[0].nlive == PMH_DBUCKET_SLOTS);
+	check_line_holds(&tp, 0, 0, 0xffff, ents, "full D-bucket");
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		check_found(&tp, &ents[i], 1, "relocated");
+	/* the log keeps its copies: releasing writes nothing */
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		CHECK(pmh_log_entry(&tp.pool, ents[i].logslot)->tag == ents[i].tag);
+
+	/* a second one takes the next free line */
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 7001, ents);
+	pend_entries(&tp, 0, 1, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		model_add_pending(&m, &ents[i]);
+	hook_start(&tp, &hl);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
+	for (i = 0; i < nrel; i++)
+		CHECK(released[i] == PMH_BUCKET_SLOTS + (uint32) i);
+	check_stats(st, 1, PMH_LINE_BYTES, 4, 1, 0, 1, "second full D-bucket");
+	CHECK(hl.off[0] == bucket_offset(&tp, 0, 1));
+	CHECK(tp.meta[0].occ[1] == 0xffff && tp.meta[0].occ[2] == 0);
+	check_line_holds(&tp, 0, 1, 0xffff, ents, "second full D-bucket");
+
+	/* a direct insert fills from the first free slot: bucket 2, slots 0, 1 */
+	for (i = 0; i < 2; i++)
+	{
+		h = rnd();
+		CHECK(tpool_insert(&tp, h, 7100, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add(&m, h, 7100, (uint16) (i + 1));
+	}
+	CHECKF(tp.meta[0].occ[2] == 0x0003, "occ[2] %04x", tp.meta[0].occ[2]);
+
+	/* a full D-bucket skips the partly used line for the next free one */
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 7002, ents);
+	pend_entries(&tp, 0, 2, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		model_add_pending(&m, &ents[i]);
+	hook_start(&tp, &hl);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
+	check_stats(st, 1, PMH_LINE_BYTES, 4, 1, 0, 1, "full D-bucket, partial line present");
+	CHECK(hl.off[0] == bucket_offset(&tp, 0, 3));
+	CHECKF(tp.meta[0].occ[2] == 0x0003 && tp.meta[0].occ[3] == 0xffff,
+		   "occ[2] %04x occ[3] %04x", tp.meta[0].occ[2], tp.meta[0].occ[3]);
+	check_line_holds(&tp, 0, 3, 0xffff, ents, "third full D-bucket");
+	hook_stop(&tp);
+
+	/* what the pool says agrees with the metadata */
+	loaded = pg_malloc(sizeof(PmhSegMeta));
+	pmh_meta_load(&tp.pool, 0, tp.meta[0].word, loaded);
+	CHECK(loaded->nlive == tp.meta[0].nlive && loaded->nlive == 50);
+	CHECK(memcmp(loaded->occ, tp.meta[0].occ, sizeof(loaded->occ)) == 0);
+	free(loaded);
+	verify_model(&tp, &m, 200, "relocate full");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * Entries the segment holds already, and a (hash, tag) waiting twice, are
+ * released as duplicates without being written; an entry with the same hash
+ * and another TID is not a duplicate.  A D-bucket of duplicates only writes
+ * nothing and does not fence.
+ */
+static void
+test_relocate_duplicates(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	Model		m;
+	PmhPending	seg[20];
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	PmhPending	written[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	uint64		tags[8];
+	int			nrel;
+	int			ndup;
+	int			nw = 0;
+	int			i;
+	PmhInsertResult r;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "relocdup", 2))
+		return;
+	st = &tp.pool.stats;
+
+	/* 20 entries: bucket 0 full, slots 0..3 of bucket 1 */
+	make_entries(&tp, 0, 20, 100, seg);
+	for (i = 0; i < 20; i++)
+	{
+		CHECK(tpool_insert(&tp, seg[i].hash, 100, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add_pending(&m, &seg[i]);
+	}
+	CHECK(tp.meta[0].occ[0] == 0xffff && tp.meta[0].occ[1] == 0x000f);
+
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 200, ents);
+	ents[3] = seg[4];			/* in the segment */
+	ents[9] = seg[17];			/* in the segment */
+	ents[12] = ents[5];			/* waits twice */
+	ents[14] = pending_of(ents[5].hash, 201, 1);	/* same hash, other TID */
+	pend_entries(&tp, 0, 0, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+	{
+		if (i == 3 || i == 9 || i == 12)
+			continue;
+		model_add_pending(&m, &ents[i]);
+		written[nw++] = ents[i];
+	}
+	CHECK(nw == 13);
+
+	/*
+	 * 13 entries to write: bucket 1 has 12 free slots, so the best fit is
+	 * the first free line, bucket 2: slots 0..12, one flush of 208 bytes
+	 * (4 cache lines: the whole line).
+	 */
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
+	CHECKF(nrel == PMH_DBUCKET_SLOTS && ndup == 3, "released %d, duplicates %d",
+		   nrel, ndup);
+	for (i = 0; i < nrel; i++)
+		CHECK(released[i] == ents[i].logslot);
+	CHECK(tp.meta[0].npending == 0);
+	check_stats(st, 1, 13 * PMH_ENTRY_BYTES, 4, 1, 0, 1, "13 of 16 written");
+	CHECKF(tp.meta[0].occ[1] == 0x000f && tp.meta[0].occ[2] == 0x1fff &&
+		   tp.meta[0].occ[3] == 0,
+		   "occ %04x %04x %04x", tp.meta[0].occ[1], tp.meta[0].occ[2],
+		   tp.meta[0].occ[3]);
+	CHECK(tp.meta[0].nlive == 33);
+	check_line_holds(&tp, 0, 2, 0x1fff, written, "duplicates");
+
+	/* stored once each; the hash with two TIDs has both */
+	check_found(&tp, &seg[4], 1, "duplicate of a segment entry");
+	check_found(&tp, &seg[17], 1, "duplicate of a segment entry");
+	check_found(&tp, &ents[5], 1, "pending twice");
+	check_found(&tp, &ents[14], 1, "same hash, other TID");
+	CHECK(pmh_lookup(&tp.pool, &tp.cb, 0, ents[5].hash, tags, 8) == 2);
+	CHECK(pmh_lookup(&tp.pool, &tp.cb, 0, seg[4].hash, tags, 8) == 1);
+
+	/* a D-bucket of entries the segment holds: released, nothing written */
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		ents[i] = written[i % nw];
+	ents[15] = seg[0];
+	pend_entries(&tp, 0, 1, 0, ents, PMH_DBUCKET_SLOTS);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS &&
+		  ndup == PMH_DBUCKET_SLOTS);
+	for (i = 0; i < nrel; i++)
+		CHECK(released[i] == PMH_BUCKET_SLOTS + (uint32) i);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "duplicates only");
+	CHECK(tp.meta[0].nlive == 33 && tp.meta[0].npending == 0);
+	verify_model(&tp, &m, 200, "relocate duplicates");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * Fewer than 16 entries go to the fullest line with room for all of them
+ * (holes VACUUM left), never to a wholly free line while such a line
+ * exists; ties go to the first line.
+ */
+static void
+test_relocate_best_fit(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	Model		m;
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel;
+	int			ndup;
+	int			i;
+	int			b;
+	uint64		h;
+	PmhInsertResult r;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "bestfit", 2))
+		return;
+	st = &tp.pool.stats;
+	for (i = 0; i < 4 * PMH_BUCKET_SLOTS; i++)
+	{
+		h = rnd();
+		CHECK(tpool_insert(&tp, h, 300, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add(&m, h, 300, (uint16) (i + 1));
+	}
+	for (b = 0; b < 4; b++)
+		CHECK(tp.meta[0].occ[b] == 0xffff);
+
+	/* holes: 7, 5, 6 and 4 free slots in buckets 0..3 */
+	delete_slots_model(&tp, &m, 0, 0, 0x00fe);
+	delete_slots_model(&tp, &m, 0, 1, 0x0ad0);	/* slots 4, 6, 7, 9, 11 */
+	delete_slots_model(&tp, &m, 0, 2, 0x0fc0);	/* slots 6..11 */
+	delete_slots_model(&tp, &m, 0, 3, 0x8421);	/* slots 0, 5, 10, 15 */
+	CHECK(tp.meta[0].nlive == 64 - 22);
+
+	/* 5 entries: exactly bucket 1's holes; slots 4..11 flushed, 2 cache lines */
+	make_entries(&tp, 0, 5, 310, ents);
+	pend_entries(&tp, 0, 0, 0, ents, 5);
+	for (i = 0; i < 5; i++)
+		model_add_pending(&m, &ents[i]);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == 5 && ndup == 0);
+	for (i = 0; i < 5; i++)
+		CHECK(released[i] == (uint32) i);
+	check_stats(st, 1, 8 * PMH_ENTRY_BYTES, 2, 0, 1, 1, "exact fit");
+	CHECKF(tp.meta[0].occ[0] == 0xff01 && tp.meta[0].occ[1] == 0xffff &&
+		   tp.meta[0].occ[2] == 0xf03f && tp.meta[0].occ[3] == 0x7bde &&
+		   tp.meta[0].occ[4] == 0,
+		   "occ %04x %04x %04x %04x %04x", tp.meta[0].occ[0], tp.meta[0].occ[1],
+		   tp.meta[0].occ[2], tp.meta[0].occ[3], tp.meta[0].occ[4]);
+	check_line_holds(&tp, 0, 1, 0x0ad0, ents, "exact fit");
+	for (b = 4; b < PMH_SEG_BUCKETS; b++)
+		CHECKF(bucket_is_zero(&tp, 0, b), "exact fit: free bucket %d touched", b);
+
+	/*
+	 * 5 more: bucket 0 has 7 free, bucket 2 has 6, bucket 3 has 4: the
+	 * fullest that fits is bucket 2 (slots 6..10; slot 11 stays free).
+	 */
+	make_entries(&tp, 0, 5, 311, ents);
+	pend_entries(&tp, 0, 0, 5, ents, 5);
+	for (i = 0; i < 5; i++)
+		model_add_pending(&m, &ents[i]);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == 5 && ndup == 0);
+	for (i = 0; i < 5; i++)
+		CHECK(released[i] == 5 + (uint32) i);
+	check_stats(st, 1, 5 * PMH_ENTRY_BYTES, 2, 0, 1, 1, "best fit");
+	CHECKF(tp.meta[0].occ[0] == 0xff01 && tp.meta[0].occ[2] == 0xf7ff &&
+		   tp.meta[0].occ[3] == 0x7bde && tp.meta[0].occ[4] == 0,
+		   "occ %04x %04x %04x %04x", tp.meta[0].occ[0], tp.meta[0].occ[2],
+		   tp.meta[0].occ[3], tp.meta[0].occ[4]);
+	check_line_holds(&tp, 0, 2, 0x07c0, ents, "best fit");
+	for (b = 4; b < PMH_SEG_BUCKETS; b++)
+		CHECKF(bucket_is_zero(&tp, 0, b), "best fit: free bucket %d touched", b);
+
+	/* 12: no partly used line has room for them all; the first free line */
+	make_entries(&tp, 0, 12, 312, ents);
+	pend_entries(&tp, 0, 1, 0, ents, 12);
+	for (i = 0; i < 12; i++)
+		model_add_pending(&m, &ents[i]);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == 12 && ndup == 0);
+	check_stats(st, 1, 12 * PMH_ENTRY_BYTES, 3, 0, 1, 1, "12 into a free line");
+	CHECKF(tp.meta[0].occ[0] == 0xff01 && tp.meta[0].occ[4] == 0x0fff &&
+		   tp.meta[0].occ[5] == 0,
+		   "occ %04x %04x %04x", tp.meta[0].occ[0], tp.meta[0].occ[4],
+		   tp.meta[0].occ[5]);
+	check_line_holds(&tp, 0, 4, 0x0fff, ents, "12 into a free line");
+
+	/* 4: buckets 3 and 4 both have exactly 4 free; the first one wins */
+	make_entries(&tp, 0, 4, 313, ents);
+	pend_entries(&tp, 0, 1, 12, ents, 4);
+	for (i = 0; i < 4; i++)
+		model_add_pending(&m, &ents[i]);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == 4 && ndup == 0);
+	for (i = 0; i < 4; i++)
+		CHECK(released[i] == PMH_BUCKET_SLOTS + 12 + (uint32) i);
+	check_stats(st, 1, 16 * PMH_ENTRY_BYTES, 4, 1, 0, 1, "tie");
+	CHECKF(tp.meta[0].occ[3] == 0xffff && tp.meta[0].occ[4] == 0x0fff,
+		   "occ %04x %04x", tp.meta[0].occ[3], tp.meta[0].occ[4]);
+	check_line_holds(&tp, 0, 3, 0x8421, ents, "tie");
+	for (b = 5; b < PMH_SEG_BUCKETS; b++)
+		CHECKF(bucket_is_zero(&tp, 0, b), "free bucket %d touched", b);
+	verify_model(&tp, &m, 200, "best fit");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * Fill segment 0 of a fresh pool with n random entries (bulk in the msync
+ * pass); hashes are shifted right by "shift" bits.
+ */
+static void
+fill_segment0(TPool *tp, Model *m, int n, int shift, uint32 block)
+{
+	int			i;
+
+	setup_begin(tp, true);
+	for (i = 0; i < n; i++)
+	{
+		uint64		h = rnd() >> shift;
+		uint16		off = (uint16) (1 + i % 1000);
+		uint32		blk = block + (uint32) (i / 1000);
+
+		if (!CHECKF(pmh_insert(&tp->pool, &tp->cb, 0, h, blk, off) == PMH_INSERT_DONE,
+					"fill %d", i))
+			break;
+		model_add(m, h, blk, off);
+	}
+	setup_end(tp);
+	CHECK(tp->meta[0].nlive == (uint32) n);
+}
+
+/*
+ * A segment with fewer free slots than waiting entries: a D-bucket that fits
+ * in no line spills, the line with the most room first, then the best fit;
+ * when no slot is left pmh_relocate answers SPLIT, releases exactly the
+ * D-bucket prefix it placed and leaves the rest waiting in order.  After the
+ * split the pending entries follow their hashes and a second relocation
+ * finishes (a copy already placed counts as a duplicate then).
+ */
+static void
+test_relocate_no_room_split(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	Model		m;
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	bool		seen[PMH_DBUCKET_SLOTS];
+	int			nrel;
+	int			ndup;
+	int			i;
+	int			j;
+	int			half;
+	uint32		newseg;
+	PmhInsertResult r;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "noroom", 4))
+		return;
+	st = &tp.pool.stats;
+	fill_segment0(&tp, &m, PMH_SEG_SLOTS, 0, 400);
+	delete_slots_model(&tp, &m, 0, 5, 0x0070);	/* 3 free */
+	delete_slots_model(&tp, &m, 0, 9, 0x3f00);	/* 6 free */
+	delete_slots_model(&tp, &m, 0, 20, 0x000f); /* 4 free */
+	delete_slots_model(&tp, &m, 0, 40, 0x8000); /* 1 free */
+	CHECK(tp.meta[0].nlive == PMH_SEG_SLOTS - 14);
+
+	/* 10: 6 into bucket 9 (most room), then 4 into bucket 20 (exact fit) */
+	make_entries(&tp, 0, 10, 410, ents);
+	pend_entries(&tp, 0, 0, 0, ents, 10);
+	for (i = 0; i < 10; i++)
+		model_add_pending(&m, &ents[i]);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == 10 && ndup == 0);
+	check_stats(st, 2, 10 * PMH_ENTRY_BYTES, 2 + 1, 0, 2, 1, "spill over two lines");
+	CHECKF(tp.meta[0].occ[9] == 0xffff && tp.meta[0].occ[20] == 0xffff &&
+		   tp.meta[0].occ[5] == 0xff8f && tp.meta[0].occ[40] == 0x7fff,
+		   "occ %04x %04x %04x %04x", tp.meta[0].occ[5], tp.meta[0].occ[9],
+		   tp.meta[0].occ[20], tp.meta[0].occ[40]);
+	check_line_holds(&tp, 0, 9, 0x3f00, ents, "spill, first line");
+	check_line_holds(&tp, 0, 20, 0x000f, &ents[6], "spill, second line");
+
+	/*
+	 * 16 with 4 free slots left: ents[6] is ents[1] again and ents[9] an
+	 * entry the segment holds.  Placed: ents[0..2] in bucket 5, ents[3] in
+	 * bucket 40; ents[4] finds no room.
+	 */
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 420, ents);
+	ents[6] = ents[1];
+	{
+		const PmhEntry *e = &pmh_seg_entries(&tp.pool, 0)[33 * PMH_BUCKET_SLOTS + 3];
+
+		ents[9] = pending_of(e->hash, pmh_tag_block(e->tag), pmh_tag_offset(e->tag));
+	}
+	pend_entries(&tp, 0, 1, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		if (i != 6 && i != 9)
+			model_add_pending(&m, &ents[i]);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_SPLIT, "relocate into a full segment: %d", (int) r);
+	CHECKF(nrel == 4 && ndup == 0, "released %d, duplicates %d", nrel, ndup);
+	for (i = 0; i < Min(nrel, 4); i++)
+		CHECK(released[i] == ents[i].logslot);
+	check_stats(st, 2, 4 * PMH_ENTRY_BYTES, 2, 0, 2, 1, "partial relocation");
+	CHECK(tp.meta[0].nlive == PMH_SEG_SLOTS);
+	CHECK(tp.meta[0].occ[5] == 0xffff && tp.meta[0].occ[40] == 0xffff);
+	check_line_holds(&tp, 0, 5, 0x0070, ents, "no room, bucket 5");
+	check_line_holds(&tp, 0, 40, 0x8000, &ents[3], "no room, bucket 40");
+	CHECKF(tp.meta[0].npending == 12, "npending %u", tp.meta[0].npending);
+	for (i = 0; i < 12; i++)
+		CHECKF(pending_equal(&tp.meta[0].pending[i], &ents[4 + i]),
+			   "pending[%d] is not D-bucket entry %d", i, 4 + i);
+	for (i = 4; i < PMH_DBUCKET_SLOTS; i++)
+		if (i != 6 && i != 9)
+			check_found(&tp, &ents[i], 0, "still waiting");
+	check_found(&tp, &ents[1], 1, "placed before the split");
+
+	/* a split: the waiting entries follow their hash bit */
+	newseg = tpool_split(&tp, 0);
+	if (!CHECK(newseg != PMH_NO_SEGMENT))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	CHECKF(tp.meta[0].npending + tp.meta[newseg].npending == 12,
+		   "after the split: %u + %u pending", tp.meta[0].npending,
+		   tp.meta[newseg].npending);
+	memset(seen, 0, sizeof(seen));
+	for (half = 0; half < 2; half++)
+	{
+		uint32		s = half ? newseg : 0;
+
+		for (i = 0; i < (int) tp.meta[s].npending; i++)
+		{
+			const PmhPending *p = &tp.meta[s].pending[i];
+
+			CHECKF(pmh_hash_in_segment(p->hash, tp.meta[s].word),
+				   "pending %016llx in the wrong half", (unsigned long long) p->hash);
+			for (j = 4; j < PMH_DBUCKET_SLOTS; j++)
+				if (!seen[j] && pending_equal(p, &ents[j]))
+				{
+					seen[j] = true;
+					break;
+				}
+			CHECKF(j < PMH_DBUCKET_SLOTS, "pending entry %016llx unknown",
+				   (unsigned long long) p->hash);
+		}
+	}
+	for (j = 4; j < PMH_DBUCKET_SLOTS; j++)
+		CHECKF(seen[j], "D-bucket entry %d lost in the split", j);
+
+	/* the rest goes in; the copies of ents[1] and of the segment entry are dups */
+	{
+		int			total = 0;
+		int			dups = 0;
+
+		memset(seen, 0, sizeof(seen));
+		for (half = 0; half < 2; half++)
+		{
+			uint32		s = half ? newseg : 0;
+
+			r = pmh_relocate(&tp.pool, &tp.cb, s, released, &nrel, &ndup);
+			CHECKF(r == PMH_INSERT_DONE, "relocate after the split (%u): %d", s,
+				   (int) r);
+			CHECK(tp.meta[s].npending == 0);
+			total += nrel;
+			dups += ndup;
+			for (i = 0; i < nrel; i++)
+			{
+				for (j = 4; j < PMH_DBUCKET_SLOTS; j++)
+					if (!seen[j] && released[i] == ents[j].logslot)
+						break;
+				if (CHECKF(j < PMH_DBUCKET_SLOTS, "released %u twice or unknown",
+						   released[i]))
+					seen[j] = true;
+			}
+		}
+		CHECKF(total == 12 && dups == 2, "after the split: released %d, duplicates %d",
+			   total, dups);
+	}
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		check_found(&tp, &ents[i], 1, "after the split");
+	verify_model(&tp, &m, 300, "no room, split");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * A full segment whose entries all share the next hash bit: pmh_relocate
+ * answers OVERFLOW; after an overflow segment is added the rest goes there.
+ */
+static void
+test_relocate_no_room_overflow(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	Model		m;
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel;
+	int			ndup;
+	int			i;
+	uint32		ovf;
+	PmhInsertResult r;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "noroomovf", 4))
+		return;
+	st = &tp.pool.stats;
+	/* 1021 entries, all with bit 63 clear: bucket 63 has 3 free slots */
+	fill_segment0(&tp, &m, PMH_SEG_SLOTS - 3, 1, 500);
+	CHECK(tp.meta[0].occ[63] == 0x1fff);
+
+	/* 16 with bit 63 clear; ents[1] is an entry of the segment */
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 510, ents);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		ents[i] = pending_of(ents[i].hash >> 1, 510, (uint16) (i + 1));
+	{
+		const PmhEntry *e = &pmh_seg_entries(&tp.pool, 0)[100];
+
+		ents[1] = pending_of(e->hash, pmh_tag_block(e->tag), pmh_tag_offset(e->tag));
+	}
+	pend_entries(&tp, 0, 0, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		if (i != 1)
+			model_add_pending(&m, &ents[i]);
+
+	/* ents[0], [2], [3] fill bucket 63; ents[1] is released as a duplicate */
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_OVERFLOW, "relocate into a skewed full segment: %d", (int) r);
+	CHECKF(nrel == 4 && ndup == 1, "released %d, duplicates %d", nrel, ndup);
+	for (i = 0; i < Min(nrel, 4); i++)
+		CHECK(released[i] == (uint32) i);
+	check_stats(st, 1, 3 * PMH_ENTRY_BYTES, 1, 0, 1, 1, "skewed, partial");
+	CHECK(tp.meta[0].nlive == PMH_SEG_SLOTS && tp.meta[0].occ[63] == 0xffff);
+	CHECK(slot_holds(&tp, 0, 63, 13, &ents[0]) && slot_holds(&tp, 0, 63, 14, &ents[2]) &&
+		  slot_holds(&tp, 0, 63, 15, &ents[3]));
+	CHECKF(tp.meta[0].npending == 12, "npending %u", tp.meta[0].npending);
+	for (i = 0; i < 12; i++)
+		CHECKF(pending_equal(&tp.meta[0].pending[i], &ents[4 + i]),
+			   "pending[%d] is not D-bucket entry %d", i, 4 + i);
+
+	/* the same answer again while nothing changed; nothing written */
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_OVERFLOW && nrel == 0 && ndup == 0);
+	CHECK(tp.meta[0].npending == 12);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "no room at all");
+
+	ovf = tpool_add_overflow(&tp, 0);
+	if (CHECK(ovf != PMH_NO_SEGMENT))
+	{
+		memset(st, 0, sizeof(*st));
+		r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+		CHECK(r == PMH_INSERT_DONE && nrel == 12 && ndup == 0);
+		for (i = 0; i < nrel; i++)
+			CHECK(released[i] == 4 + (uint32) i);
+		check_stats(st, 1, 12 * PMH_ENTRY_BYTES, 3, 0, 1, 1, "into the overflow segment");
+		CHECK(tp.meta[0].npending == 0);
+		CHECKF(tp.meta[ovf].occ[0] == 0x0fff && tp.meta[ovf].nlive == 12,
+			   "overflow segment: occ[0] %04x nlive %u", tp.meta[ovf].occ[0],
+			   tp.meta[ovf].nlive);
+		check_line_holds(&tp, ovf, 0, 0x0fff, &ents[4], "overflow segment");
+		CHECK(chain_length(&tp, 0) == 1 && tp.splits == 0);
+	}
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		check_found(&tp, &ents[i], 1, "after the overflow");
+	verify_model(&tp, &m, 300, "no room, overflow");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * Crashes around a relocation, with the backup log recovered as the server
+ * does: after the relocation every entry is in its segment (nothing goes
+ * back to a D-bucket); before it every entry comes back from the log; with
+ * the line torn (slots complete, hash-only or as before) the complete ones
+ * are live and the others come back from the log.  Every entry is found
+ * exactly once in the end.
+ */
+static void
+test_relocate_recovery(void)
+{
+	TPool		tp;
+	TPool		img;
+	TPool		pre;
+	Model		m;
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	PmhEntry	oldline[PMH_BUCKET_SLOTS];
+	PmhRecoveryResult res;
+	PmhSegRole *roles = NULL;
+	uint32	   *owner = NULL;
+	uint32		p = PMH_NO_SEGMENT;
+	uint32		nlive;
+	uint64		d;
+	int			fb = -1;
+	int			back;
+	int			nrel;
+	int			ndup;
+	int			i;
+	int			t;
+	PmhInsertResult r;
+	static const uint16 masks[] = {
+		0x0000, 0x0001, 0x000f, 0x1111, 0x00ff, 0x7777, 0x3f1f, 0x7fff,
+	};
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "relocrec", 4))
+		return;
+	/* one split: the upper half is filled from its first line on */
+	workload_random(&tp, &m, 1500, true);
+	CHECK(tp.splits > 0);
+
+	/* a primary with a wholly free line */
+	for (d = 0; d < (UINT64CONST(1) << tp.gd) && fb < 0; d++)
+	{
+		int			b;
+
+		p = tp.dir[d];
+		for (b = 0; b < PMH_SEG_BUCKETS && fb < 0; b++)
+			if (tp.meta[p].occ[b] == 0)
+				fb = b;
+	}
+	if (!CHECK(fb >= 0))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	nlive = tp.meta[p].nlive;
+	memcpy(oldline, &pmh_seg_entries(&tp.pool, p)[fb * PMH_BUCKET_SLOTS],
+		   sizeof(oldline));
+
+	/* 16 entries of p in backup-log line 3, waiting in p's D-bucket */
+	make_entries(&tp, p, PMH_DBUCKET_SLOTS, 600, ents);
+	pend_entries(&tp, p, 3, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+	{
+		model_add_pending(&m, &ents[i]);
+		CHECK(pmh_log_entry_is_live(pmh_log_entry(&tp.pool, ents[i].logslot)));
+	}
+	if (!tpool_copy(&pre, &tp, "relocrec-pre"))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+
+	r = pmh_relocate(&tp.pool, &tp.cb, p, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
+	CHECKF(tp.meta[p].occ[fb] == 0xffff, "segment %u bucket %d: occ %04x", p, fb,
+		   tp.meta[p].occ[fb]);
+	check_line_holds(&tp, p, fb, 0xffff, ents, "relocated");
+
+	/* a crash right after the relocation (released or not: nothing written) */
+	if (tpool_copy(&img, &tp, "relocrec-after"))
+	{
+		int			rc = tpool_recover(&img, &res, &roles, &owner);
+
+		if (CHECKF(rc == 0, "pmh_recover: rc %d: %s", rc, res.error))
+		{
+			compare_recovered(&tp, &img, roles, owner, &res);
+			CHECK(res.free_zeroed == 0);
+			CHECK(img.meta[p].nlive == nlive + PMH_DBUCKET_SLOTS);
+			CHECK(img.meta[p].occ[fb] == 0xffff);
+			for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+				check_found(&img, &ents[i], 1, "recovered after relocation");
+			back = log_recover(&img);
+			CHECKF(back == 0,
+				   "log recovery after the relocation put %d entries back", back);
+			verify_model(&img, &m, 200, "recovered after relocation");
+		}
+		free(roles);
+		free(owner);
+		roles = NULL;
+		owner = NULL;
+	}
+	tpool_close(&img);
+
+	/* a crash before it: the log brings all 16 back */
+	if (CHECK(tpool_recover(&pre, &res, NULL, NULL) == 0))
+	{
+		int			ndup2;
+
+		for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+			check_found(&pre, &ents[i], 0, "not yet relocated");
+		back = log_recover(&pre);
+		CHECKF(back == PMH_DBUCKET_SLOTS,
+			   "log recovery before the relocation put %d entries back", back);
+		CHECK(pre.meta[p].npending == PMH_DBUCKET_SLOTS);
+		for (i = 0; i < (int) pre.meta[p].npending; i++)
+			CHECK(pending_equal(&pre.meta[p].pending[i], &ents[i]));
+		CHECK(tpool_relocate_all(&pre, &ndup2) == PMH_DBUCKET_SLOTS && ndup2 == 0);
+		verify_model(&pre, &m, 200, "recovered before relocation");
+	}
+	tpool_close(&pre);
+
+	/* torn relocations: each slot of the line complete, hash-only or old */
+	for (t = 0; t < (int) lengthof(masks); t++)
+	{
+		uint16		mask = masks[t];
+		int			ncomplete = __builtin_popcount(mask);
+		PmhEntry   *line;
+		char		what[64];
+
+		snprintf(what, sizeof(what), "torn relocation %04x", mask);
+		if (!tpool_copy(&img, &tp, "relocrec-torn"))
+			break;
+		line = &pmh_seg_entries(&img.pool, p)[fb * PMH_BUCKET_SLOTS];
+		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+		{
+			if (mask & (1 << i))
+				continue;
+			if (i % 2 == 0)
+				line[i].tag = 0;
+			else
+				line[i] = oldline[i];
+		}
+		if (CHECK(tpool_recover(&img, &res, NULL, NULL) == 0))
+		{
+			int			ndup2;
+
+			CHECKF(img.meta[p].nlive == nlive + (uint32) ncomplete &&
+				   img.meta[p].occ[fb] == mask,
+				   "%s: nlive %u (expected %u), occ %04x", what,
+				   img.meta[p].nlive, nlive + (uint32) ncomplete,
+				   img.meta[p].occ[fb]);
+			back = log_recover(&img);
+			CHECKF(back == PMH_DBUCKET_SLOTS - ncomplete,
+				   "%s: log recovery put %d entries back, expected %d", what,
+				   back, PMH_DBUCKET_SLOTS - ncomplete);
+			CHECK(tpool_relocate_all(&img, &ndup2) == back && ndup2 == 0);
+			for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+				check_found(&img, &ents[i], 1, what);
+			verify_model(&img, &m, 50, what);
+		}
+		tpool_close(&img);
+	}
+	verify_model(&tp, &m, 200, "relocation recovery, live");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * Every state a relocation passes through is safe to crash in, even over
+ * slots a split left behind with live-looking tags whose fingerprint copies
+ * match the new hashes: each slot of the line is its old entry (dead), the
+ * old entry with its tag cleared, the new hash alone, or the complete new
+ * entry; recovery finds each new entry at most once with its own TID, the
+ * moved entries once in their new segment, and the log recovery brings
+ * back exactly the new entries that are not complete.
+ */
+static void
+test_torn_relocate_states(void)
+{
+	TPool		tp;
+	TPool		before;
+	Model		m;
+	PmhPending	up[PMH_BUCKET_SLOTS];
+	PmhPending	low[2 * PMH_BUCKET_SLOTS];
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	PmhEntry	old[PMH_BUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	uint32		newseg;
+	uint64		w0;
+	int			nrel = 0;
+	int			ndup = 0;
+	int			i;
+	PmhInsertResult r = PMH_INSERT_IOERROR;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "relocstates", 4))
+		return;
+	/* bucket 0: 16 entries of the upper half; buckets 1, 2: the lower half */
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+	{
+		up[i] = pending_of(rnd() | (UINT64CONST(1) << 63), 800, (uint16) (i + 1));
+		CHECK(tpool_insert(&tp, up[i].hash, 800, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add_pending(&m, &up[i]);
+	}
+	for (i = 0; i < 2 * PMH_BUCKET_SLOTS; i++)
+	{
+		low[i] = pending_of(rnd() >> 1, 801, (uint16) (i + 1));
+		CHECK(tpool_insert(&tp, low[i].hash, 801, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add_pending(&m, &low[i]);
+	}
+	newseg = tpool_split(&tp, 0);
+	if (!CHECK(newseg != PMH_NO_SEGMENT))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	w0 = tp.meta[0].word;
+	CHECKF(tp.meta[0].occ[0] == 0 && tp.meta[0].occ[1] == 0xffff &&
+		   tp.meta[0].occ[2] == 0xffff && tp.meta[newseg].occ[0] == 0xffff,
+		   "after the split: occ %04x %04x %04x, new half %04x",
+		   tp.meta[0].occ[0], tp.meta[0].occ[1], tp.meta[0].occ[2],
+		   tp.meta[newseg].occ[0]);
+	memcpy(old, pmh_seg_entries(&tp.pool, 0), sizeof(old));
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+		CHECK(old[i].hash == up[i].hash && old[i].tag == up[i].tag &&
+			  !pmh_entry_is_live(&old[i], w0));
+
+	/* new entries of the lower half with the fingerprints of the old ones */
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+	{
+		uint64		h = ((rnd() >> 1) & ~UINT64CONST(0xff)) | pmh_fingerprint(old[i].hash);
+
+		ents[i] = pending_of(h, 802, (uint16) (i + 1));
+		CHECK((ents[i].tag >> 48) == (old[i].tag >> 48));
+	}
+	pend_entries(&tp, 0, 0, 0, ents, PMH_DBUCKET_SLOTS);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		model_add_pending(&m, &ents[i]);
+	if (!tpool_copy(&before, &tp, "relocstates-before"))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+
+#ifdef HAVE_STORE_TRACE
+	{
+		struct sigaction old_segv;
+		struct sigaction old_trap;
+		uint64	   *tags = NULL;
+		int			cap = 0;
+		int			s;
+		int			k;
+
+		if (trace_start(pmh_seg_entries(&tp.pool, 0), &old_segv, &old_trap))
+		{
+			r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+			trace_stop(&old_segv, &old_trap);
+		}
+		CHECKF(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0,
+			   "relocate: %d, released %d, duplicates %d", (int) r, nrel, ndup);
+		check_line_holds(&tp, 0, 0, 0xffff, ents, "over left-behind slots");
+		/* 16 old tags cleared, 16 hashes, 16 tags */
+		CHECKF(trace.nstates - 1 == 3 * PMH_BUCKET_SLOTS,
+			   "%d stores to the line traced", trace.nstates - 1);
+		printf("#   %d stores to the line traced\n", trace.nstates - 1);
+
+		for (s = 0; s < trace.nstates; s++)
+		{
+			TPool		img;
+			PmhRecoveryResult res;
+			int			ncomplete = 0;
+
+			for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+			{
+				const PmhEntry *e = &trace.states[s][k];
+				bool		is_old = e->hash == old[k].hash && e->tag == old[k].tag;
+				bool		cleared = e->hash == old[k].hash && e->tag == 0;
+				bool		hash_only = e->hash == ents[k].hash && e->tag == 0;
+				bool		complete = e->hash == ents[k].hash && e->tag == ents[k].tag;
+
+				CHECKF(is_old || cleared || hash_only || complete,
+					   "store %d: slot %d holds (%016llx, %016llx)", s, k,
+					   (unsigned long long) e->hash, (unsigned long long) e->tag);
+				CHECKF(pmh_entry_is_live(e, w0) == complete,
+					   "store %d: slot %d (%016llx, %016llx) live %d, complete %d",
+					   s, k, (unsigned long long) e->hash,
+					   (unsigned long long) e->tag, (int) pmh_entry_is_live(e, w0),
+					   (int) complete);
+				ncomplete += complete;
+			}
+			if (s == trace.nstates - 1)
+				CHECK(ncomplete == PMH_BUCKET_SLOTS);
+
+			if (!tpool_copy(&img, &before, "relocstates-img"))
+				break;
+			memcpy(pmh_seg_entries(&img.pool, 0), trace.states[s], sizeof(old));
+			if (CHECK(tpool_recover(&img, &res, NULL, NULL) == 0))
+			{
+				int			back;
+				int			nd;
+
+				CHECKF(img.meta[0].nlive == 2 * PMH_BUCKET_SLOTS + (uint32) ncomplete,
+					   "store %d: nlive %u with %d complete", s, img.meta[0].nlive,
+					   ncomplete);
+				for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+				{
+					int			n = tpool_lookup(&img, ents[k].hash, &tags, &cap);
+
+					CHECKF(n == 0 || (n == 1 && tags[0] == ents[k].tag),
+						   "store %d: new entry %d found %d times", s, k, n);
+					n = tpool_lookup(&img, up[k].hash, &tags, &cap);
+					CHECKF(n == 1 && tags[0] == up[k].tag,
+						   "store %d: moved entry %d found %d times", s, k, n);
+				}
+				back = log_recover(&img);
+				CHECKF(back == PMH_DBUCKET_SLOTS - ncomplete,
+					   "store %d: log recovery put %d back, %d complete", s, back,
+					   ncomplete);
+				CHECK(tpool_relocate_all(&img, &nd) == back && nd == 0);
+				for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+					check_found(&img, &ents[k], 1, "after log recovery");
+				if (s == 0 || s == trace.nstates - 1)
+					verify_model(&img, &m, 20, "relocation states");
+			}
+			tpool_close(&img);
+		}
+		free(tags);
+	}
+#else
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
+	printf("#   store tracing needs x86-64 Linux; not checked\n");
+#endif
+	verify_model(&tp, &m, 100, "relocation over left-behind slots");
+	tpool_close(&before);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
 static const TestDef tests[] = {
 	{"header", test_header},
 	{"header_file", test_header_file},
@@ -3156,6 +4827,16 @@ static const TestDef tests[] = {
 	{"split_usefulness", test_split_usefulness},
 	{"split_enospc", test_split_enospc},
 	{"max_depth", test_max_depth},
+	{"batch", test_batch},
+	{"log_write", test_log_write},
+	{"pending_bookkeeping", test_pending_bookkeeping},
+	{"relocate_full_dbucket", test_relocate_full_dbucket},
+	{"relocate_duplicates", test_relocate_duplicates},
+	{"relocate_best_fit", test_relocate_best_fit},
+	{"relocate_no_room_split", test_relocate_no_room_split},
+	{"relocate_no_room_overflow", test_relocate_no_room_overflow},
+	{"relocate_recovery", test_relocate_recovery},
+	{"torn_relocate_states", test_torn_relocate_states},
 };
 
 /* ---------------------------------------------------------------------
