@@ -372,6 +372,45 @@ pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr)
 	return pmh_persist(pool, pool->base, pmh_pool_bytes(1));
 }
 
+/* set the state line of a new pool: no crash seen, opened at crash_count */
+int
+pmh_pool_state_init(PmhPool *pool, uint64 crash_count)
+{
+	PmhPoolState *st = pmh_pool_state(pool);
+
+	st->flags = 0;
+	st->crash_count = crash_count;
+	return pmh_persist(pool, st, sizeof(*st));
+}
+
+/*
+ * Note an open of the pool by a server that has counted crash_count
+ * crashes.  If the pool was last opened before a crash, set PMH_STATE_STALE
+ * (persisted before the new count, so that a crash in between cannot lose
+ * it).  *stale tells whether the pool may hold entries of lost inserts.
+ * Returns 0, or -1 with errno set.
+ */
+int
+pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
+{
+	PmhPoolState *st = pmh_pool_state(pool);
+
+	if (st->crash_count != crash_count)
+	{
+		if (st->flags == 0)
+		{
+			st->flags = PMH_STATE_STALE;
+			if (pmh_persist(pool, &st->flags, sizeof(uint64)) != 0)
+				return -1;
+		}
+		st->crash_count = crash_count;
+		if (pmh_persist(pool, &st->crash_count, sizeof(uint64)) != 0)
+			return -1;
+	}
+	*stale = st->flags != 0;
+	return 0;
+}
+
 /* ---------------------------------------------------------------------
  * Segments
  * ---------------------------------------------------------------------
@@ -667,15 +706,16 @@ pmh_split_is_useful(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno)
 }
 
 /*
- * Insert (hash, TID) into primary segment segno: into its first free slot,
+ * Insert (hash, TID) into primary segment segno (first, if "check", unless
+ * the same entry is there already): into its first free slot,
  * else into the first free slot of its overflow chain, so that a segment
  * fills line by line.  The entry is persistent when PMH_INSERT_DONE is
  * returned.  When there is no room the caller either splits the segment or
  * adds an overflow segment, as told, and calls again.
  */
-PmhInsertResult
-pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-		   uint64 hash, uint32 block, uint16 offset)
+static PmhInsertResult
+pmh_insert_internal(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+					uint64 hash, uint32 block, uint16 offset, bool check)
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	uint64		tag = pmh_tag_make(hash, block, offset);
@@ -687,7 +727,7 @@ pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	c.max = 0;
 	c.n = 0;
 	c.want = tag;
-	if (pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c))
+	if (check && pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c))
 		return PMH_INSERT_EXISTS;
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;)
@@ -704,6 +744,28 @@ pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 		pmh_split_is_useful(pool, cb, segno))
 		return PMH_INSERT_SPLIT;
 	return PMH_INSERT_OVERFLOW;
+}
+
+/*
+ * Insert (hash, TID) into primary segment segno, unless it is there
+ * already (PMH_INSERT_EXISTS): see pmh_insert_internal.
+ */
+PmhInsertResult
+pmh_insert(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+		   uint64 hash, uint32 block, uint16 offset)
+{
+	return pmh_insert_internal(pool, cb, segno, hash, block, offset, true);
+}
+
+/*
+ * The same, for a caller that knows the (hash, TID) is not stored yet
+ * (CREATE INDEX, which sees every heap TID once): no probe first.
+ */
+PmhInsertResult
+pmh_insert_new(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+			   uint64 hash, uint32 block, uint16 offset)
+{
+	return pmh_insert_internal(pool, cb, segno, hash, block, offset, false);
 }
 
 /*
@@ -1210,9 +1272,13 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
  * whole-line flush; fewer entries go to the fullest line with room for them
  * (holes that VACUUM or a split left).  All flushes are fenced once, and
  * only then do the entries leave the D-bucket.  The log slots of the
- * relocated entries (also of entries the segment already held, counted in
- * *nduplicates) are returned in released[] (room for PMH_DBUCKET_SLOTS):
- * the caller may reuse them once this returns.
+ * relocated entries (also of duplicates, counted in *nduplicates) are
+ * returned in released[] (room for PMH_DBUCKET_SLOTS): the caller may reuse
+ * them once this returns.
+ *
+ * An entry waiting twice in the D-bucket is written once.  An entry the
+ * segment holds already is looked for only with check_segment: that needs
+ * a crash (PMH_STATE_STALE), and costs a probe per entry.
  *
  * Returns PMH_INSERT_DONE when the D-bucket is empty, PMH_INSERT_SPLIT or
  * PMH_INSERT_OVERFLOW when an entry found no room (the ones before it are
@@ -1222,7 +1288,8 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
  */
 PmhInsertResult
 pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-			 uint32 *released, int *nreleased, int *nduplicates)
+			 bool check_segment, uint32 *released, int *nreleased,
+			 int *nduplicates)
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	PmhInsertResult r = PMH_INSERT_DONE;
@@ -1248,7 +1315,7 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 		for (j = 0; j < i && !dup[i]; j++)
 			dup[i] = !dup[j] && meta->pending[j].hash == p->hash &&
 				meta->pending[j].tag == p->tag;
-		if (!dup[i])
+		if (!dup[i] && check_segment)
 		{
 			c.tags = NULL;
 			c.max = 0;

@@ -135,6 +135,27 @@ typedef struct PmhPoolHeader
 	uint32		checksum;		/* CRC-32C of everything before this field */
 } PmhPoolHeader;
 
+/*
+ * The pool's mutable state: one cache line in the header page, after the
+ * header (which is written once, at creation, and checksummed).
+ *
+ * crash_count is the server's count of crashes (see pmhashpool.c) when the
+ * pool was last opened.  When an open finds it behind, a crash happened
+ * while the pool may have been in use, and the pool may hold entries whose
+ * heap insert never reached the WAL: their heap slot can be reused by a row
+ * with the same key, and the same (hash, TID) inserted again.  The
+ * PMH_STATE_STALE flag then stays set for the life of the pool, and
+ * relocation looks for such duplicates in the segment before it writes.
+ */
+#define PMH_STATE_OFFSET		2048
+#define PMH_STATE_STALE			UINT64CONST(1)
+
+typedef struct PmhPoolState
+{
+	uint64		crash_count;
+	uint64		flags;			/* PMH_STATE_*; unknown bits count as stale */
+} PmhPoolState;
+
 /* Persist-traffic counters kept by the choke point (per mapping). */
 typedef struct PmhPersistStats
 {
@@ -313,6 +334,13 @@ pmh_seg_header(const PmhPool *pool, uint32 segno)
 							 (size_t) segno * PMH_SEG_BYTES);
 }
 
+/* the pool's mutable state line */
+static inline PmhPoolState *
+pmh_pool_state(const PmhPool *pool)
+{
+	return (PmhPoolState *) (pool->base + PMH_STATE_OFFSET);
+}
+
 /* the entries of backup-log line "line" */
 static inline PmhEntry *
 pmh_log_line(const PmhPool *pool, uint32 line)
@@ -339,6 +367,9 @@ extern int	pmh_persist(PmhPool *pool, const void *addr, size_t len);
 extern void pmh_batch_begin(PmhPool *pool);
 extern int	pmh_batch_end(PmhPool *pool);
 extern int	pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr);
+extern int	pmh_pool_state_init(PmhPool *pool, uint64 crash_count);
+extern int	pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count,
+								  bool *stale);
 
 /* ---- segments ---- */
 extern void pmh_meta_reset(PmhSegMeta *meta, uint64 word);
@@ -347,6 +378,9 @@ extern void pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 extern PmhInsertResult pmh_insert(PmhPool *pool, const PmhCallbacks *cb,
 								  uint32 segno, uint64 hash, uint32 block,
 								  uint16 offset);
+extern PmhInsertResult pmh_insert_new(PmhPool *pool, const PmhCallbacks *cb,
+									  uint32 segno, uint64 hash, uint32 block,
+									  uint16 offset);
 extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
 							 uint32 segno, uint32 newseg);
 extern int	pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno);
@@ -367,8 +401,9 @@ extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,
 							uint32 logslot);
 extern void pmh_pending_remove(PmhSegMeta *meta, int i);
 extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
-									uint32 segno, uint32 *released,
-									int *nreleased, int *nduplicates);
+									uint32 segno, bool check_segment,
+									uint32 *released, int *nreleased,
+									int *nduplicates);
 
 /* ---- the directory ---- */
 extern void pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno);

@@ -104,6 +104,7 @@ typedef struct PmhashShared
 	uint64		overflows;
 	uint64		shmem_bytes;	/* DSA bytes held for this index */
 	pg_atomic_uint64 entries;	/* in segments and D-buckets */
+	bool		stale;			/* the pool's PMH_STATE_STALE (pmh_core.h) */
 
 	/* the backup log (pmhashlog.c) */
 	LWLock		loglock;		/* protects the fields below */
@@ -202,6 +203,7 @@ extern void pmhash_key_for_node(const RelFileNode *node, PmhashKey *key);
 extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
 extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
 extern void pmhash_pool_dir_init(void);
+extern uint64 pmhash_crash_count;
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
 extern void pmhash_pool_open(Relation index, const PmhashKey *key,

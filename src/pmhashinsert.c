@@ -41,7 +41,8 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 
 		if (locked)
 			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-		r = pmh_insert(&idx->local->pool, &idx->cb, segno, hash, block, offset);
+		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
+						   offset);
 		if (locked)
 			LWLockRelease(&slot->lock);
 

@@ -20,6 +20,8 @@
 #include <libpmem.h>
 
 #include "access/xlog.h"
+#include "catalog/pg_control.h"
+#include "common/controldata_utils.h"
 #include "common/file_perm.h"
 #include "miscadmin.h"
 #include "storage/fd.h"
@@ -93,26 +95,53 @@ pmhash_ensure_dir(const char *path)
 
 /*
  * The pool directory's epoch, read or advanced at postmaster start and
- * inherited by every backend.
+ * inherited by every backend, and the count of server crashes: both are
+ * kept in the file PMHASH_EPOCH of the pool directory.
  */
 static uint32 pmhash_epoch = 0;
+uint64		pmhash_crash_count = 0;
 
 /*
- * Read the epoch file of the pool directory, advancing it when the server
- * starts from a base backup.  A base backup copies the data directory,
- * pools included (by default they live inside it), while the index's
- * entries move on: the copy is fuzzy.  PostgreSQL 15 only has backup_label
- * in a data directory restored from a base backup; the startup process
- * renames it after the postmaster has run this.  Pools of an older epoch
- * are refused (REINDEX).
+ * Did the server stop without a shutdown checkpoint before this start?
+ * Called by the postmaster before the startup process runs, so pg_control
+ * still says how the last run ended.  When in doubt, say yes: a crash
+ * counted too often only makes relocation check for duplicates.
+ */
+static bool
+pmhash_last_run_crashed(void)
+{
+	ControlFileData *cf;
+	bool		crc_ok;
+	bool		crashed;
+
+	cf = get_controlfile(DataDir, &crc_ok);
+	crashed = !crc_ok ||
+		(cf->state != DB_SHUTDOWNED && cf->state != DB_SHUTDOWNED_IN_RECOVERY);
+	pfree(cf);
+	return crashed;
+}
+
+/*
+ * Read the epoch file of the pool directory and update it.
+ *
+ * The epoch advances when the server starts from a base backup.  A base
+ * backup copies the data directory, pools included (by default they live
+ * inside it), while the index's entries move on: the copy is fuzzy.
+ * PostgreSQL 15 only has backup_label in a data directory restored from a
+ * base backup; the startup process renames it after the postmaster has run
+ * this.  Pools of an older epoch are refused (REINDEX).
+ *
+ * The crash count advances at a start after a crash, and at every
+ * reinitialisation after a backend crashed (reinit): see PmhPoolState.
  */
 static void
-pmhash_epoch_init(void)
+pmhash_epoch_init(bool reinit)
 {
 	char		path[MAXPGPATH];
-	char		buf[32];
+	char		buf[64];
 	FILE	   *f;
 	uint32		epoch = 1;
+	unsigned long long crashes = 0;
 	bool		dirty = false;
 
 	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
@@ -120,7 +149,7 @@ pmhash_epoch_init(void)
 	if (f != NULL)
 	{
 		if (fgets(buf, sizeof(buf), f) == NULL ||
-			sscanf(buf, "%u", &epoch) != 1 || epoch == 0)
+			sscanf(buf, "%u %llu", &epoch, &crashes) < 1 || epoch == 0)
 			ereport(FATAL,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("pmhash epoch file \"%s\" is corrupt", path),
@@ -130,13 +159,18 @@ pmhash_epoch_init(void)
 	else
 		dirty = true;
 
-	if (access("backup_label", F_OK) == 0)
+	if (!reinit && access("backup_label", F_OK) == 0)
 	{
 		epoch++;
 		dirty = true;
 		ereport(LOG,
 				(errmsg("pmhash: starting from a base backup; pools from before it will need REINDEX (pool epoch %u)",
 						epoch)));
+	}
+	if (reinit || pmhash_last_run_crashed())
+	{
+		crashes++;
+		dirty = true;
 	}
 
 	if (dirty)
@@ -146,7 +180,7 @@ pmhash_epoch_init(void)
 		int			len;
 
 		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		len = snprintf(buf, sizeof(buf), "%u\n", epoch);
+		len = snprintf(buf, sizeof(buf), "%u %llu\n", epoch, crashes);
 		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 				  S_IRUSR | S_IWUSR);
 		if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0 ||
@@ -157,16 +191,20 @@ pmhash_epoch_init(void)
 		(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
 	}
 	pmhash_epoch = epoch;
+	pmhash_crash_count = crashes;
 }
 
 /*
- * Called at postmaster start: create pmhash.pool_dir (0700) if it does not
- * exist yet, refuse to start with something unusable there, and set up the
- * pool epoch.
+ * Called by the postmaster at start and after every crash
+ * reinitialisation: create pmhash.pool_dir (0700) if it does not exist yet,
+ * refuse to start with something unusable there, and set up the pool epoch
+ * and the crash count.
  */
 void
 pmhash_pool_dir_init(void)
 {
+	static bool started = false;
+
 	pmhash_ensure_dir(pmhash_pool_dir);
 	if (access(pmhash_pool_dir, W_OK | X_OK) != 0)
 		ereport(FATAL,
@@ -174,7 +212,8 @@ pmhash_pool_dir_init(void)
 				 errmsg("pmhash pool directory \"%s\" is not writable: %m",
 						pmhash_pool_dir),
 				 errhint("Set pmhash.pool_dir to a directory the server can write and restart.")));
-	pmhash_epoch_init();
+	pmhash_epoch_init(started);
+	started = true;
 }
 
 /* report a failed persist or file operation on an index's pool */
@@ -298,7 +337,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 	hdr.timeline = GetWALInsertionTimeLine();
 	hdr.epoch = pmhash_epoch;
 	hdr.checksum = pmh_header_checksum(&hdr);
-	if (pmh_pool_format(&local->pool, &hdr) != 0)
+	if (pmh_pool_format(&local->pool, &hdr) != 0 ||
+		pmh_pool_state_init(&local->pool, pmhash_crash_count) != 0)
 		pmhash_report_io_error(index, "persist");
 
 	/* make the directory entry durable too */

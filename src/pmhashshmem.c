@@ -558,6 +558,9 @@ pmhash_load(PmhashIndex *idx)
 	shared->pool_id = meta.pool_id;
 	shared->indexoid = RelationGetRelid(rel);
 	local->generation = shared->generation;
+	if (pmh_pool_note_crashes(&local->pool, pmhash_crash_count,
+							  &shared->stale) != 0)
+		pmhash_report_io_error(rel, "persist the state of");
 
 	nseg = pmh_pool_nsegments(&local->pool);
 	roles = palloc(sizeof(PmhSegRole) * nseg);

@@ -3429,7 +3429,7 @@ tpool_relocate_all(TPool *tp, int *ndup)
 			if (tp->role[s] != T_PRIMARY || tp->meta[s].npending == 0)
 				continue;
 			any = true;
-			r = pmh_relocate(&tp->pool, &tp->cb, (uint32) s, released, &nrel, &nd);
+			r = pmh_relocate(&tp->pool, &tp->cb, (uint32) s, true, released, &nrel, &nd);
 			total += nrel;
 			*ndup += nd;
 			if (r == PMH_INSERT_SPLIT)
@@ -3882,7 +3882,7 @@ test_relocate_full_dbucket(void)
 	/* an empty D-bucket: nothing to do, not even a fence */
 	hook_start(&tp, &hl);
 	nrel = ndup = -1;
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 0 && ndup == 0);
 	check_stats(st, 0, 0, 0, 0, 0, 0, "empty D-bucket");
 	CHECK(hl.nevents == 0);
@@ -3898,7 +3898,7 @@ test_relocate_full_dbucket(void)
 	}
 
 	hook_start(&tp, &hl);
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
 	CHECK(nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	for (i = 0; i < nrel; i++)
@@ -3929,7 +3929,7 @@ test_relocate_full_dbucket(void)
 	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
 		model_add_pending(&m, &ents[i]);
 	hook_start(&tp, &hl);
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	for (i = 0; i < nrel; i++)
 		CHECK(released[i] == PMH_BUCKET_SLOTS + (uint32) i);
@@ -3953,7 +3953,7 @@ test_relocate_full_dbucket(void)
 	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
 		model_add_pending(&m, &ents[i]);
 	hook_start(&tp, &hl);
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	check_stats(st, 1, PMH_LINE_BYTES, 4, 1, 0, 1, "full D-bucket, partial line present");
 	CHECK(hl.off[0] == bucket_offset(&tp, 0, 3));
@@ -4031,7 +4031,7 @@ test_relocate_duplicates(void)
 	 * (4 cache lines: the whole line).
 	 */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
 	CHECKF(nrel == PMH_DBUCKET_SLOTS && ndup == 3, "released %d, duplicates %d",
 		   nrel, ndup);
@@ -4060,7 +4060,7 @@ test_relocate_duplicates(void)
 	ents[15] = seg[0];
 	pend_entries(&tp, 0, 1, 0, ents, PMH_DBUCKET_SLOTS);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS &&
 		  ndup == PMH_DBUCKET_SLOTS);
 	for (i = 0; i < nrel; i++)
@@ -4118,7 +4118,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 5; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 5 && ndup == 0);
 	for (i = 0; i < 5; i++)
 		CHECK(released[i] == (uint32) i);
@@ -4141,7 +4141,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 5; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 5 && ndup == 0);
 	for (i = 0; i < 5; i++)
 		CHECK(released[i] == 5 + (uint32) i);
@@ -4160,7 +4160,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 12; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 12 && ndup == 0);
 	check_stats(st, 1, 12 * PMH_ENTRY_BYTES, 3, 0, 1, 1, "12 into a free line");
 	CHECKF(tp.meta[0].occ[0] == 0xff01 && tp.meta[0].occ[4] == 0x0fff &&
@@ -4175,7 +4175,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 4; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 4 && ndup == 0);
 	for (i = 0; i < 4; i++)
 		CHECK(released[i] == PMH_BUCKET_SLOTS + 12 + (uint32) i);
@@ -4257,7 +4257,7 @@ test_relocate_no_room_split(void)
 	for (i = 0; i < 10; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 10 && ndup == 0);
 	check_stats(st, 2, 10 * PMH_ENTRY_BYTES, 2 + 1, 0, 2, 1, "spill over two lines");
 	CHECKF(tp.meta[0].occ[9] == 0xffff && tp.meta[0].occ[20] == 0xffff &&
@@ -4284,7 +4284,7 @@ test_relocate_no_room_split(void)
 		if (i != 6 && i != 9)
 			model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_SPLIT, "relocate into a full segment: %d", (int) r);
 	CHECKF(nrel == 4 && ndup == 0, "released %d, duplicates %d", nrel, ndup);
 	for (i = 0; i < Min(nrel, 4); i++)
@@ -4348,7 +4348,7 @@ test_relocate_no_room_split(void)
 		{
 			uint32		s = half ? newseg : 0;
 
-			r = pmh_relocate(&tp.pool, &tp.cb, s, released, &nrel, &ndup);
+			r = pmh_relocate(&tp.pool, &tp.cb, s, true, released, &nrel, &ndup);
 			CHECKF(r == PMH_INSERT_DONE, "relocate after the split (%u): %d", s,
 				   (int) r);
 			CHECK(tp.meta[s].npending == 0);
@@ -4416,7 +4416,7 @@ test_relocate_no_room_overflow(void)
 
 	/* ents[0], [2], [3] fill bucket 63; ents[1] is released as a duplicate */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_OVERFLOW, "relocate into a skewed full segment: %d", (int) r);
 	CHECKF(nrel == 4 && ndup == 1, "released %d, duplicates %d", nrel, ndup);
 	for (i = 0; i < Min(nrel, 4); i++)
@@ -4432,7 +4432,7 @@ test_relocate_no_room_overflow(void)
 
 	/* the same answer again while nothing changed; nothing written */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_OVERFLOW && nrel == 0 && ndup == 0);
 	CHECK(tp.meta[0].npending == 12);
 	check_stats(st, 0, 0, 0, 0, 0, 0, "no room at all");
@@ -4441,7 +4441,7 @@ test_relocate_no_room_overflow(void)
 	if (CHECK(ovf != PMH_NO_SEGMENT))
 	{
 		memset(st, 0, sizeof(*st));
-		r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+		r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 		CHECK(r == PMH_INSERT_DONE && nrel == 12 && ndup == 0);
 		for (i = 0; i < nrel; i++)
 			CHECK(released[i] == 4 + (uint32) i);
@@ -4537,7 +4537,7 @@ test_relocate_recovery(void)
 		return;
 	}
 
-	r = pmh_relocate(&tp.pool, &tp.cb, p, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, p, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	CHECKF(tp.meta[p].occ[fb] == 0xffff, "segment %u bucket %d: occ %04x", p, fb,
 		   tp.meta[p].occ[fb]);
@@ -4722,7 +4722,7 @@ test_torn_relocate_states(void)
 
 		if (trace_start(pmh_seg_entries(&tp.pool, 0), &old_segv, &old_trap))
 		{
-			r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+			r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 			trace_stop(&old_segv, &old_trap);
 		}
 		CHECKF(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0,
@@ -4796,12 +4796,165 @@ test_torn_relocate_states(void)
 		free(tags);
 	}
 #else
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	printf("#   store tracing needs x86-64 Linux; not checked\n");
 #endif
 	verify_model(&tp, &m, 100, "relocation over left-behind slots");
 	tpool_close(&before);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
+/*
+ * The pool's state line: a new pool has no crash behind it; an open by a
+ * server that counted more crashes sets the stale flag for good (flag
+ * first, then the count); unknown flag bits count as stale.
+ */
+static void
+test_pool_state(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	PmhPoolState *ps;
+	bool		stale = true;
+
+	if (!tpool_create(&tp, "state", 1))
+		return;
+	st = &tp.pool.stats;
+	ps = pmh_pool_state(&tp.pool);
+	CHECK((char *) ps >= tp.pool.base + sizeof(PmhPoolHeader) &&
+		  (char *) (ps + 1) <= tp.pool.base + PMH_HEADER_BYTES);
+	CHECK(PMH_STATE_OFFSET % PMH_CACHELINE_BYTES == 0);
+
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_pool_state_init(&tp.pool, 5) == 0);
+	CHECK(ps->crash_count == 5 && ps->flags == 0);
+	CHECK(st->persists == 1 && st->cachelines == 1 && st->fences == 1);
+	/* the header's checksum does not cover the state */
+	CHECK(pmh_header_validate((PmhPoolHeader *) tp.pool.base,
+							  tp.pool.mapped_len) == PMH_HEADER_OK);
+
+	/* the same server count: nothing written, not stale */
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_pool_note_crashes(&tp.pool, 5, &stale) == 0);
+	CHECK(!stale && st->persists == 0);
+
+	/* a crash since: flag, then count, each persisted */
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
+	CHECK(stale && ps->flags == PMH_STATE_STALE && ps->crash_count == 6);
+	CHECK(st->persists == 2 && st->fences == 2);
+
+	/* the flag stays, with no more writes */
+	memset(st, 0, sizeof(*st));
+	stale = false;
+	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
+	CHECK(stale && st->persists == 0);
+
+	/* a crash between the two stores: the flag is there, the count old */
+	ps->crash_count = 5;
+	stale = false;
+	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
+	CHECK(stale && ps->flags == PMH_STATE_STALE && ps->crash_count == 6);
+
+	/* garbage in the flags counts as stale and is left alone */
+	ps->flags = UINT64CONST(0x40);
+	stale = false;
+	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
+	CHECK(stale && ps->flags == UINT64CONST(0x40));
+
+	/* a re-initialised state (REINDEX makes a new pool) is clean again */
+	CHECK(pmh_pool_state_init(&tp.pool, 7) == 0);
+	CHECK(pmh_pool_note_crashes(&tp.pool, 7, &stale) == 0);
+	CHECK(!stale);
+	tpool_close(&tp);
+}
+
+/*
+ * Without check_segment, relocation does not probe the segment: an entry
+ * it holds already is written again (only a crash can make that happen),
+ * while an entry waiting twice in the D-bucket is still written once.
+ */
+static void
+test_relocate_unchecked(void)
+{
+	TPool		tp;
+	PmhPending	seg[4];
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	uint32		released[PMH_DBUCKET_SLOTS];
+	uint64		tags[4];
+	int			nrel;
+	int			ndup;
+	int			i;
+	PmhInsertResult r;
+
+	if (!tpool_create(&tp, "unchecked", 2))
+		return;
+	make_entries(&tp, 0, 4, 100, seg);
+	for (i = 0; i < 4; i++)
+		CHECK(tpool_insert(&tp, seg[i].hash, 100, (uint16) (i + 1)) == PMH_INSERT_DONE);
+
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 200, ents);
+	ents[2] = seg[1];			/* in the segment */
+	ents[7] = ents[4];			/* waits twice */
+	pend_entries(&tp, 0, 0, 0, ents, PMH_DBUCKET_SLOTS);
+
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, false, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
+	CHECKF(nrel == PMH_DBUCKET_SLOTS && ndup == 1, "released %d, duplicates %d",
+		   nrel, ndup);
+	CHECK(tp.meta[0].nlive == 4 + PMH_DBUCKET_SLOTS - 1);
+	CHECK(pmh_lookup(&tp.pool, &tp.cb, 0, seg[1].hash, tags, 4) == 2);
+	CHECK(pmh_lookup(&tp.pool, &tp.cb, 0, ents[4].hash, tags, 4) == 1);
+	/* 15 written: bucket 0 has room for 12 only, so the first free line */
+	CHECK(tp.meta[0].occ[0] == 0x000f && tp.meta[0].occ[1] == 0x7fff);
+	tpool_close(&tp);
+}
+
+/*
+ * Splits and new overflow segments flush only what they fill, trusting
+ * that a free segment is zero on the media: recovery zeroes (and
+ * persists) any free segment that is not, e.g. the unpublished half of a
+ * split whose word never reached the media.
+ */
+static void
+test_recover_zeroes_free(void)
+{
+	TPool		tp;
+	Model		m;
+	PmhRecoveryResult res;
+	uint32		f;
+	uint64		i;
+	char	   *segbytes;
+	bool		zero = true;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "zero-free", 4))
+		return;
+	workload_random(&tp, &m, 3000, true);
+	if (!CHECK(tpool_ensure_free(&tp, 2)))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	f = tp.freesegs[tp.nfree - 1];
+	segbytes = (char *) pmh_seg_header(&tp.pool, f);
+	/* a free segment (word 0) holding what a torn split left: live tags */
+	memcpy(segbytes + PMH_LINE_BYTES,
+		   pmh_seg_entries(&tp.pool, tp.dir[0]), 4 * PMH_LINE_BYTES);
+	CHECK(tpool_recover(&tp, &res, NULL, NULL) == 0);
+	CHECKF(res.free_zeroed == 1, "%llu free segments zeroed",
+		   (unsigned long long) res.free_zeroed);
+	for (i = 0; i < PMH_SEG_BYTES; i++)
+		zero = zero && segbytes[i] == 0;
+	CHECK(zero);
+	verify_model(&tp, &m, 500, "after zeroing a free segment");
+
+	/* a second recovery finds nothing to do */
+	CHECK(tpool_recover(&tp, &res, NULL, NULL) == 0);
+	CHECK(res.free_zeroed == 0);
 	model_free(&m);
 	tpool_close(&tp);
 }
@@ -4837,6 +4990,9 @@ static const TestDef tests[] = {
 	{"relocate_no_room_overflow", test_relocate_no_room_overflow},
 	{"relocate_recovery", test_relocate_recovery},
 	{"torn_relocate_states", test_torn_relocate_states},
+	{"pool_state", test_pool_state},
+	{"relocate_unchecked", test_relocate_unchecked},
+	{"recover_zeroes_free", test_recover_zeroes_free},
 };
 
 /* ---------------------------------------------------------------------
