@@ -26,6 +26,7 @@
 
 #define PMH_SEGWORD_VALID		(UINT64CONST(1) << 63)
 #define PMH_SEGWORD_OVERFLOW	(UINT64CONST(1) << 62)
+#define PMH_SEGWORD_LOG_DEPTH	63
 #define PMH_HASH_SPACE			(UINT64CONST(1) << PMH_MAX_DEPTH)
 
 static inline void
@@ -65,6 +66,17 @@ pmh_segword_make_overflow(void)
 	return w | pmh_segword_check(w);
 }
 
+/* build the word of log segment "ext" (depth 63 marks it) */
+uint64
+pmh_segword_make_log(uint32 ext)
+{
+	uint64		w = PMH_SEGWORD_VALID | PMH_SEGWORD_OVERFLOW |
+		((uint64) PMH_SEGWORD_LOG_DEPTH << 56) | ((uint64) ext << 8);
+
+	Assert(ext < PMH_LOG_MAX_EXTS);
+	return w | pmh_segword_check(w);
+}
+
 /* is this a well-formed word of an in-use segment? */
 bool
 pmh_segword_is_valid(uint64 word)
@@ -74,7 +86,9 @@ pmh_segword_is_valid(uint64 word)
 	if (pmh_segword_check(word) != (uint8) (word & 0xff))
 		return false;
 	if (word & PMH_SEGWORD_OVERFLOW)
-		return pmh_segword_depth(word) == 0 && pmh_segword_prefix(word) == 0;
+		return (pmh_segword_depth(word) == 0 && pmh_segword_prefix(word) == 0) ||
+			(pmh_segword_depth(word) == PMH_SEGWORD_LOG_DEPTH &&
+			 pmh_segword_prefix(word) < PMH_LOG_MAX_EXTS);
 	if (pmh_segword_depth(word) > PMH_MAX_DEPTH)
 		return false;
 	/* a prefix never has more bits than the depth */
@@ -84,11 +98,22 @@ pmh_segword_is_valid(uint64 word)
 	return true;
 }
 
-/* is this the word of an overflow segment? */
+/*
+ * Is this the word of a segment that is not a primary: an overflow segment
+ * or a log segment?
+ */
 bool
 pmh_segword_is_overflow(uint64 word)
 {
 	return (word & PMH_SEGWORD_OVERFLOW) != 0;
+}
+
+/* is this the word of a log segment? */
+bool
+pmh_segword_is_log(uint64 word)
+{
+	return (word & PMH_SEGWORD_OVERFLOW) != 0 &&
+		pmh_segword_depth(word) == PMH_SEGWORD_LOG_DEPTH;
 }
 
 /* build the tag word of a live entry */
@@ -799,6 +824,23 @@ pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	return 0;
 }
 
+/*
+ * Make free segment segno log extension "ext": its buckets are zero on the
+ * media already (a free segment always is), so persisting the header line
+ * with the log word publishes 64 empty log lines.  Returns 0, or -1 with
+ * errno set.
+ */
+int
+pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext)
+{
+	PmhSegHeader *h = pmh_seg_header(pool, segno);
+
+	memset(pmh_seg_entries(pool, segno), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
+	h->ovf_next = 0;
+	h->word = pmh_segword_make_log(ext);
+	return pmh_persist(pool, h, PMH_LINE_BYTES);
+}
+
 /* length of the overflow chain of a primary segment */
 static int
 pmh_chain_length(const PmhCallbacks *cb, uint32 segno)
@@ -1459,9 +1501,11 @@ pmh_cmp_primary(const void *a, const void *b)
  * Work out, from the segment words alone, which segments are in use: the
  * primaries must tile the hash space; a primary nested inside a shallower
  * one is the unpublished half of a split and is cleared, as is an overflow
- * segment no chain reaches.  On return roles[] and owner[] (one per segment
- * of the mapping) tell each segment's role and, for overflow segments, the
- * owning primary.  "scratch" must hold 2 * nsegments uint64 values.
+ * segment no chain reaches; log segments must number their extensions
+ * 0 .. n-1 once each.  Free segments that are not zero are zeroed.  On
+ * return roles[] and owner[] (one per segment of the mapping) tell each
+ * segment's role and, for overflow segments, the owning primary.
+ * "scratch" must hold 2 * nsegments uint64 values.
  *
  * Returns 0, or -1 with res->error set when the pool is corrupt, or -1 with
  * errno set (and res->error empty) when persisting a repair failed.
@@ -1474,9 +1518,11 @@ pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 	uint64		nprim = 0;
 	uint64		cover_end = 0;
 	int			accepted_depth = 0;
+	uint8		ext_seen[PMH_LOG_MAX_EXTS / 8];
 	uint64		i;
 
 	memset(res, 0, sizeof(*res));
+	memset(ext_seen, 0, sizeof(ext_seen));
 
 	for (i = 0; i < nseg; i++)
 	{
@@ -1492,6 +1538,23 @@ pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 					 "segment %llu has a corrupt header word %016llx",
 					 (unsigned long long) i, (unsigned long long) w);
 			return -1;
+		}
+		if (pmh_segword_is_log(w))
+		{
+			uint32		ext = pmh_segword_log_ext(w);
+
+			if (ext_seen[ext / 8] & (1 << (ext % 8)))
+			{
+				snprintf(res->error, sizeof(res->error),
+						 "segment %llu is a second log segment for extension %u",
+						 (unsigned long long) i, ext);
+				return -1;
+			}
+			ext_seen[ext / 8] |= (uint8) (1 << (ext % 8));
+			if (ext + 1 > res->log_exts)
+				res->log_exts = ext + 1;
+			roles[i] = PMH_SEG_LOG;
+			continue;
 		}
 		if (pmh_segword_is_overflow(w))
 		{
@@ -1546,6 +1609,18 @@ pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 				 "no segment covers hash prefix %012llx (48 bits)",
 				 (unsigned long long) cover_end);
 		return -1;
+	}
+
+	/* log extensions are added one after the other: no gaps */
+	for (i = 0; i < res->log_exts; i++)
+	{
+		if ((ext_seen[i / 8] & (1 << (i % 8))) == 0)
+		{
+			snprintf(res->error, sizeof(res->error),
+					 "log extension %llu is missing (%u extensions)",
+					 (unsigned long long) i, res->log_exts);
+			return -1;
+		}
 	}
 
 	/* follow the overflow chains of the primaries */

@@ -58,6 +58,16 @@
 #define PMH_SEG_OFFSET			(PMH_LOG_OFFSET + PMH_LOG_BYTES)
 
 /*
+ * The backup log grows with the table: a log segment (extension k) adds
+ * PMH_LOG_EXT_LINES lines, numbered PMH_LOG_LINES + k * PMH_LOG_EXT_LINES
+ * on; its buckets are the lines.  The caller's map of extensions to
+ * segments is PmhPool.log_ext_segs.
+ */
+#define PMH_LOG_EXT_LINES		PMH_SEG_BUCKETS
+#define PMH_LOG_MAX_EXTS		2048
+#define PMH_LOG_MAX_LINES		(PMH_LOG_LINES + PMH_LOG_MAX_EXTS * PMH_LOG_EXT_LINES)
+
+/*
  * A D-bucket: entries whose backup-log copy is persistent but which are not
  * yet in the segment's buckets.  One per primary segment, in shared memory;
  * when it is full its entries are relocated into the segment in one batch.
@@ -101,6 +111,8 @@ typedef struct PmhEntry
  *	bits 61..56  local depth (0..48)
  *	bits 55..8	 prefix (the top "depth" bits of the hashes it holds)
  *	bits 7..0	 check byte over bits 63..8
+ * A log segment has bit 62 set, depth 63 and its extension number as the
+ * prefix.
  */
 typedef struct PmhSegHeader
 {
@@ -191,6 +203,7 @@ typedef struct PmhPool
 		const void *addr;
 		size_t		len;
 	}			batch[PMH_BATCH_RANGES];
+	const uint32 *log_ext_segs; /* segment of each log extension, or NULL */
 	PmhFlushHook flush_hook;
 	PmhFlushHook read_hook;
 	void	   *flush_hook_arg;	/* argument of both hooks */
@@ -276,8 +289,10 @@ pmh_fingerprint(uint64 hash)
 /* ---- segment words ---- */
 extern uint64 pmh_segword_make(int depth, uint64 prefix);
 extern uint64 pmh_segword_make_overflow(void);
+extern uint64 pmh_segword_make_log(uint32 ext);
 extern bool pmh_segword_is_valid(uint64 word);
 extern bool pmh_segword_is_overflow(uint64 word);
+extern bool pmh_segword_is_log(uint64 word);
 
 static inline int
 pmh_segword_depth(uint64 word)
@@ -341,25 +356,44 @@ pmh_pool_state(const PmhPool *pool)
 	return (PmhPoolState *) (pool->base + PMH_STATE_OFFSET);
 }
 
-/* the entries of backup-log line "line" */
+static inline PmhEntry *
+pmh_seg_entries(const PmhPool *pool, uint32 segno)
+{
+	return (PmhEntry *) ((char *) pmh_seg_header(pool, segno) + PMH_LINE_BYTES);
+}
+
+/* the extension number of a log segment's word */
+static inline uint32
+pmh_segword_log_ext(uint64 word)
+{
+	return (uint32) pmh_segword_prefix(word);
+}
+
+/*
+ * The entries of backup-log line "line": in the fixed log, or in a log
+ * segment (whose extension the caller has mapped in pool->log_ext_segs).
+ */
 static inline PmhEntry *
 pmh_log_line(const PmhPool *pool, uint32 line)
 {
-	return (PmhEntry *) (pool->base + PMH_LOG_OFFSET +
-						 (size_t) line * PMH_LINE_BYTES);
+	uint32		ext;
+
+	if (line < PMH_LOG_LINES)
+		return (PmhEntry *) (pool->base + PMH_LOG_OFFSET +
+							 (size_t) line * PMH_LINE_BYTES);
+	ext = (line - PMH_LOG_LINES) / PMH_LOG_EXT_LINES;
+	Assert(pool->log_ext_segs != NULL && ext < PMH_LOG_MAX_EXTS &&
+		   pool->log_ext_segs[ext] != PMH_NO_SEGMENT);
+	return pmh_seg_entries(pool, pool->log_ext_segs[ext]) +
+		(size_t) ((line - PMH_LOG_LINES) % PMH_LOG_EXT_LINES) * PMH_BUCKET_SLOTS;
 }
 
 /* a backup-log slot */
 static inline PmhEntry *
 pmh_log_entry(const PmhPool *pool, uint32 logslot)
 {
-	return (PmhEntry *) (pool->base + PMH_LOG_OFFSET) + logslot;
-}
-
-static inline PmhEntry *
-pmh_seg_entries(const PmhPool *pool, uint32 segno)
-{
-	return (PmhEntry *) ((char *) pmh_seg_header(pool, segno) + PMH_LINE_BYTES);
+	return pmh_log_line(pool, logslot / PMH_BUCKET_SLOTS) +
+		logslot % PMH_BUCKET_SLOTS;
 }
 
 /* the persistence choke point: every flush of the pool goes through here */
@@ -383,6 +417,7 @@ extern PmhInsertResult pmh_insert_new(PmhPool *pool, const PmhCallbacks *cb,
 									  uint16 offset);
 extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
 							 uint32 segno, uint32 newseg);
+extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);
 extern int	pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno);
 extern int	pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					  uint32 *newsegno);
@@ -416,7 +451,8 @@ typedef enum PmhSegRole
 {
 	PMH_SEG_FREE = 0,
 	PMH_SEG_PRIMARY,
-	PMH_SEG_OVERFLOW
+	PMH_SEG_OVERFLOW,
+	PMH_SEG_LOG					/* extension of the backup log */
 } PmhSegRole;
 
 typedef struct PmhRecoveryResult
@@ -424,6 +460,7 @@ typedef struct PmhRecoveryResult
 	int			global_depth;
 	uint64		primaries;
 	uint64		overflows;
+	uint32		log_exts;		/* log segments (extensions 0 .. n-1) */
 	uint64		orphans_cleared;	/* half-done splits/overflows undone */
 	uint64		free_zeroed;	/* free segments that were not zero */
 	char		error[256];		/* non-empty: the pool is corrupt */

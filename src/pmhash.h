@@ -108,7 +108,13 @@ typedef struct PmhashShared
 
 	/* the backup log (pmhashlog.c) */
 	LWLock		loglock;		/* protects the fields below */
-	dsa_pointer loglines;		/* PmhashLogLine[PMH_LOG_LINES] */
+	dsa_pointer logchunks;		/* dsa_pointer[PMH_LOG_MAX_LINES / 64]:
+								 * PmhashLogLine[64] each, for the lines in
+								 * use (fixed log, then extensions) */
+	dsa_pointer logexts;		/* uint32[PMH_LOG_MAX_EXTS]: the segment of
+								 * each log extension */
+	uint32		log_nlines;		/* lines: fixed ones and extensions' */
+	uint32		log_nexts;		/* log extensions (log segments) */
 	uint32		log_cursor;		/* where the search for a free line starts */
 	uint32		log_pending;	/* entries waiting in D-buckets */
 	int			vacuum_active;	/* VACUUMs running: see README.pmhash */
@@ -240,6 +246,8 @@ extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 extern uint64 pmhash_new_pool_id(void);
 extern void *pmhash_dsa_address(dsa_pointer dp);
 extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
+extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
+							   size_t size);
 extern void pmhash_forget(const PmhashKey *key);
 extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
@@ -247,6 +255,9 @@ extern void pmhash_backend_init(void);
 
 /* pmhashlog.c: collecting logs, the backup log, D-buckets */
 extern void pmhash_log_init_shared(PmhashIndex *idx);
+extern PmhashLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);
+extern void pmhash_log_free_shared(PmhashShared *shared);
+extern void pmhash_log_add_extension(PmhashIndex *idx);
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);
 extern void pmhash_log_flush_all(bool for_parallel);
 extern void pmhash_log_xact_end(void);

@@ -239,7 +239,6 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 					 uint64 word, uint16 *seen_pending)
 {
 	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
-	PmhashLogLine *lines = pmhash_dsa_address(idx->shared->loglines);
 	uint32		i;
 
 	for (i = 0; i < meta->npending; i++)
@@ -251,7 +250,7 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 		if (!pmh_hash_in_segment(p->hash, word))
 			pmhash_problem(st, "segment %u: pending entry with hash %016llx belongs to another segment",
 						   segno, (unsigned long long) p->hash);
-		if (p->logslot >= PMH_LOG_SLOTS)
+		if (p->logslot >= idx->shared->log_nlines * PMH_BUCKET_SLOTS)
 		{
 			pmhash_problem(st, "segment %u: pending entry names backup-log slot %u past the log",
 						   segno, p->logslot);
@@ -262,7 +261,8 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 			pmhash_problem(st, "segment %u: pending entry (%u,%u) is not in backup-log slot %u",
 						   segno, pmh_tag_block(p->tag), pmh_tag_offset(p->tag),
 						   p->logslot);
-		if (!(lines[p->logslot / PMH_BUCKET_SLOTS].pending & bit))
+		if (!(pmhash_log_line_state(idx->shared,
+									p->logslot / PMH_BUCKET_SLOTS)->pending & bit))
 			pmhash_problem(st, "backup-log slot %u holds a pending entry but is not marked pending",
 						   p->logslot);
 		if (seen_pending[p->logslot / PMH_BUCKET_SLOTS] & bit)
@@ -290,7 +290,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 	PmhHeaderStatus hs;
 	uint16	   *seen_pending;
 	uint64		pending = 0;
-	PmhashLogLine *lines = pmhash_dsa_address(shared->loglines);
+	const uint32 *exts = pmhash_dsa_address(shared->logexts);
 
 	hs = pmh_header_validate(hdr, pool->mapped_len);
 	if (hs != PMH_HEADER_OK)
@@ -302,9 +302,39 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		pmhash_problem(st, "pool mapping is shorter than its %llu segments",
 					   (unsigned long long) nseg);
 
-	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain */
+	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain, 3 = log */
 	seen = palloc0(nseg);
-	seen_pending = palloc0(sizeof(uint16) * PMH_LOG_LINES);
+	seen_pending = palloc0(sizeof(uint16) * shared->log_nlines);
+
+	/* the log extensions: each names a log segment of its number */
+	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+	{
+		uint64		w;
+
+		if (i >= shared->log_nexts)
+		{
+			if (exts[i] != PMH_NO_SEGMENT)
+				pmhash_problem(st, "log extension %llu past the %u in use names segment %u",
+							   (unsigned long long) i, shared->log_nexts, exts[i]);
+			continue;
+		}
+		if (exts[i] >= nseg)
+		{
+			pmhash_problem(st, "log extension %llu names segment %u past the pool",
+						   (unsigned long long) i, exts[i]);
+			continue;
+		}
+		w = pmh_seg_header(pool, exts[i])->word;
+		if (!pmh_segword_is_valid(w) || !pmh_segword_is_log(w) ||
+			pmh_segword_log_ext(w) != i)
+			pmhash_problem(st, "log extension %llu: segment %u has word %016llx",
+						   (unsigned long long) i, exts[i], (unsigned long long) w);
+		else
+			seen[exts[i]] = 3;
+	}
+	if (shared->log_nlines != PMH_LOG_LINES + shared->log_nexts * PMH_LOG_EXT_LINES)
+		pmhash_problem(st, "backup log counts %u lines for %u extensions",
+					   shared->log_nlines, shared->log_nexts);
 
 	/* the directory: each entry names a primary covering it */
 	for (i = 0; i < ndir; i++)
@@ -379,12 +409,13 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 					   (unsigned long long) shared->overflows,
 					   (unsigned long long) primaries,
 					   (unsigned long long) overflows);
-	for (i = 0; i < PMH_LOG_LINES; i++)
+	for (i = 0; i < shared->log_nlines; i++)
 	{
-		if (lines[i].pending != seen_pending[i])
+		uint16		marked = pmhash_log_line_state(shared, (uint32) i)->pending;
+
+		if (marked != seen_pending[i])
 			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
-						   (unsigned long long) i, lines[i].pending,
-						   seen_pending[i]);
+						   (unsigned long long) i, marked, seen_pending[i]);
 	}
 	if (pending != shared->log_pending)
 		pmhash_problem(st, "shared memory counts %u pending entries, D-buckets hold %llu",

@@ -53,50 +53,186 @@ typedef struct PmhashXactLog
 static HTAB *pmhash_xact_logs = NULL;
 static int	pmhash_xact_unflushed = 0;	/* entries in all collecting logs */
 
-/* the shared line-state array of an index */
+#define PMHASH_LOG_CHUNK		PMH_LOG_EXT_LINES	/* line states per chunk */
+#define PMHASH_LOG_MAX_CHUNKS	(PMH_LOG_MAX_LINES / PMHASH_LOG_CHUNK)
+
+/* the line states of lines [64 c, 64 c + 64) */
 static inline PmhashLogLine *
-pmhash_log_lines(PmhashIndex *idx)
+pmhash_log_chunk(PmhashShared *shared, uint32 c)
 {
-	return (PmhashLogLine *) pmhash_dsa_address(idx->shared->loglines);
+	dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
+
+	return (PmhashLogLine *) pmhash_dsa_address(chunks[c]);
+}
+
+/* the shared state of backup-log line "line" (log lock held) */
+PmhashLogLine *
+pmhash_log_line_state(PmhashShared *shared, uint32 line)
+{
+	Assert(line < shared->log_nlines);
+	return &pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK)[line % PMHASH_LOG_CHUNK];
+}
+
+/* a chunk of line states: every line unowned, nothing pending */
+static dsa_pointer
+pmhash_log_new_chunk(PmhashShared *shared)
+{
+	dsa_pointer dp = pmhash_shared_alloc(shared,
+										 sizeof(PmhashLogLine) * PMHASH_LOG_CHUNK);
+	PmhashLogLine *lines = pmhash_dsa_address(dp);
+	int			i;
+
+	for (i = 0; i < PMHASH_LOG_CHUNK; i++)
+	{
+		lines[i].pending = 0;
+		lines[i].owner = -1;
+	}
+	return dp;
 }
 
 /*
  * Set up the backup-log state of an index whose shared state is being
- * (re)built: every line unowned, nothing pending.  Index lock exclusive.
+ * (re)built: the fixed lines and those of every log segment the metadata
+ * names, unowned, nothing pending.  Index lock exclusive.
  */
 void
 pmhash_log_init_shared(PmhashIndex *idx)
 {
 	PmhashShared *shared = idx->shared;
-	PmhashLogLine *lines;
-	int			i;
+	dsa_pointer *chunks;
+	uint32	   *exts;
+	uint32		nexts = 0;
+	uint32		i;
 
-	shared->loglines = pmhash_shared_alloc(shared,
-										   sizeof(PmhashLogLine) * PMH_LOG_LINES);
-	lines = pmhash_log_lines(idx);
-	for (i = 0; i < PMH_LOG_LINES; i++)
+	pmhash_log_free_shared(shared);
+	shared->logchunks = pmhash_shared_alloc(shared,
+											sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
+	shared->logexts = pmhash_shared_alloc(shared,
+										  sizeof(uint32) * PMH_LOG_MAX_EXTS);
+	chunks = pmhash_dsa_address(shared->logchunks);
+	exts = pmhash_dsa_address(shared->logexts);
+	for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
+		chunks[i] = InvalidDsaPointer;
+	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+		exts[i] = PMH_NO_SEGMENT;
+	for (i = 0; i < shared->nsegments; i++)
 	{
-		lines[i].pending = 0;
-		lines[i].owner = -1;
+		uint64		w = pmhash_seg_slot(idx, i)->meta.word;
+
+		if (pmh_segword_is_valid(w) && pmh_segword_is_log(w))
+		{
+			exts[pmh_segword_log_ext(w)] = i;
+			nexts = Max(nexts, pmh_segword_log_ext(w) + 1);
+		}
 	}
+	shared->log_nexts = nexts;
+	shared->log_nlines = PMH_LOG_LINES + nexts * PMH_LOG_EXT_LINES;
+	for (i = 0; i < shared->log_nlines / PMHASH_LOG_CHUNK; i++)
+		chunks[i] = pmhash_log_new_chunk(shared);
 	shared->log_cursor = 0;
 	shared->log_pending = 0;
 	shared->vacuum_active = 0;
+	idx->local->pool.log_ext_segs = exts;
+}
+
+/* give back the backup-log state's shared memory */
+void
+pmhash_log_free_shared(PmhashShared *shared)
+{
+	if (DsaPointerIsValid(shared->logchunks))
+	{
+		dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
+		uint32		i;
+
+		for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
+			if (DsaPointerIsValid(chunks[i]))
+				pmhash_shared_free(shared, chunks[i],
+								   sizeof(PmhashLogLine) * PMHASH_LOG_CHUNK);
+		pmhash_shared_free(shared, shared->logchunks,
+						   sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
+	}
+	if (DsaPointerIsValid(shared->logexts))
+		pmhash_shared_free(shared, shared->logexts,
+						   sizeof(uint32) * PMH_LOG_MAX_EXTS);
+	shared->logchunks = InvalidDsaPointer;
+	shared->logexts = InvalidDsaPointer;
+	shared->log_nlines = 0;
+	shared->log_nexts = 0;
+}
+
+/*
+ * Should a full backup log grow rather than be emptied by relocating every
+ * D-bucket?  A line is free again only when all 16 of its entries are
+ * relocated, and with inserts spread evenly that takes about as long as
+ * 16 inserts into every segment: the log needs about one line per primary
+ * segment (plus one per inserting backend).  Grow to 1.5 lines per primary
+ * segment; relocating everything is the fallback at the limit.
+ */
+static bool
+pmhash_log_should_grow(PmhashShared *shared)
+{
+	return shared->log_nexts < PMH_LOG_MAX_EXTS &&
+		shared->log_nlines < shared->primaries + shared->primaries / 2 +
+		PMH_LOG_EXT_LINES;
+}
+
+/*
+ * Add a log segment (64 lines) to the backup log.  Index lock exclusive.
+ * The segment's header line is persisted with the log word before any of
+ * its lines is used; a crash right after leaves a log segment with empty
+ * lines, which recovery takes back as such.
+ */
+void
+pmhash_log_add_extension(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	uint32		ext = shared->log_nexts;
+	dsa_pointer chunk;
+	uint32		segno;
+	dsa_pointer *chunks;
+	uint32	   *exts;
+
+	Assert(idx->mode == LW_EXCLUSIVE && ext < PMH_LOG_MAX_EXTS);
+	pmhash_reserve_segments(idx, 1);
+	chunk = pmhash_log_new_chunk(shared);
+	segno = idx->cb.alloc_segment(idx);
+	Assert(segno != PMH_NO_SEGMENT);
+
+	START_CRIT_SECTION();
+	if (pmh_add_log_segment(&idx->local->pool, segno, ext) != 0)
+		pmhash_report_io_error(idx->rel, "extend backup log of");
+	pmh_meta_reset(&pmhash_seg_slot(idx, segno)->meta,
+				   pmh_segword_make_log(ext));
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	chunks = pmhash_dsa_address(shared->logchunks);
+	exts = pmhash_dsa_address(shared->logexts);
+	chunks[shared->log_nlines / PMHASH_LOG_CHUNK] = chunk;
+	exts[ext] = segno;
+	shared->log_nexts++;
+	shared->log_nlines += PMH_LOG_EXT_LINES;
+	LWLockRelease(&shared->loglock);
+	END_CRIT_SECTION();
 }
 
 /* number of backup-log lines that hold pending entries or have an owner */
 int
 pmhash_log_lines_in_use(PmhashIndex *idx)
 {
-	PmhashLogLine *lines = pmhash_log_lines(idx);
+	PmhashShared *shared = idx->shared;
 	int			n = 0;
-	int			i;
+	uint32		c;
 
-	LWLockAcquire(&idx->shared->loglock, LW_SHARED);
-	for (i = 0; i < PMH_LOG_LINES; i++)
-		if (lines[i].pending != 0 || lines[i].owner >= 0)
-			n++;
-	LWLockRelease(&idx->shared->loglock);
+	LWLockAcquire(&shared->loglock, LW_SHARED);
+	for (c = 0; c < shared->log_nlines / PMHASH_LOG_CHUNK; c++)
+	{
+		PmhashLogLine *lines = pmhash_log_chunk(shared, c);
+		int			i;
+
+		for (i = 0; i < PMHASH_LOG_CHUNK; i++)
+			if (lines[i].pending != 0 || lines[i].owner >= 0)
+				n++;
+	}
+	LWLockRelease(&shared->loglock);
 	return n;
 }
 
@@ -117,7 +253,6 @@ void
 pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
 {
 	PmhashShared *shared = idx->shared;
-	PmhashLogLine *lines = pmhash_log_lines(idx);
 	int			i;
 
 	if (n == 0)
@@ -143,7 +278,7 @@ pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
 	}
 	for (i = 0; i < n; i++)
 	{
-		PmhashLogLine *l = &lines[slots[i] / PMH_BUCKET_SLOTS];
+		PmhashLogLine *l = pmhash_log_line_state(shared, slots[i] / PMH_BUCKET_SLOTS);
 		uint16		bit = (uint16) (1 << (slots[i] % PMH_BUCKET_SLOTS));
 
 		Assert(l->pending & bit);
@@ -285,8 +420,8 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 	Assert(n > 0 && n <= PMH_BUCKET_SLOTS);
 	for (attempt = 0;; attempt++)
 	{
-		PmhashLogLine *lines = pmhash_log_lines(idx);
-		int			i;
+		uint32		nlines;
+		uint32		i;
 
 		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 		if (pmhash_log_owns_line(idx))
@@ -294,48 +429,60 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 			if (PMH_BUCKET_SLOTS - local->log_used >= n)
 				break;
 			/* not enough room left: close it */
-			lines[local->log_line].owner = -1;
+			pmhash_log_line_state(shared, local->log_line)->owner = -1;
 		}
 		local->log_line = -1;
 
-		for (i = 0; i < PMH_LOG_LINES; i++)
+		nlines = shared->log_nlines;
+		for (i = 0; i < nlines;)
 		{
-			uint32		l = (shared->log_cursor + i) % PMH_LOG_LINES;
+			uint32		l = (shared->log_cursor + i) % nlines;
+			PmhashLogLine *chunk = pmhash_log_chunk(shared, l / PMHASH_LOG_CHUNK);
+			uint32		k;
 
-			if (lines[l].pending == 0 && lines[l].owner < 0)
+			/* the rest of this chunk, without looking it up again */
+			for (k = l % PMHASH_LOG_CHUNK; k < PMHASH_LOG_CHUNK && i < nlines;
+				 k++, i++, l++)
 			{
+				if (chunk[k].pending != 0 || chunk[k].owner >= 0)
+					continue;
 				/* what it held is relocated (or dead): start it empty */
 				memset(pmh_log_line(&local->pool, l), 0, PMH_LINE_BYTES);
-				lines[l].owner = MyProc->pgprocno;
+				chunk[k].owner = MyProc->pgprocno;
 				local->log_line = (int32) l;
 				local->log_used = 0;
 				local->log_generation = shared->generation;
-				shared->log_cursor = (l + 1) % PMH_LOG_LINES;
+				shared->log_cursor = (l + 1) % nlines;
 				break;
 			}
+			if (local->log_line >= 0)
+				break;
 		}
 		if (local->log_line >= 0)
 			break;
 		LWLockRelease(&shared->loglock);
 
-		if (attempt > 0)
+		if (attempt > 1)
 			ereport(ERROR,
 					(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
 					 errmsg("backup log of pmhash index \"%s\" is full",
 							RelationGetRelationName(idx->rel)),
-					 errdetail("All %d lines are held by other sessions.",
-							   PMH_LOG_LINES),
+					 errdetail("All %u lines are held by other sessions.",
+							   shared->log_nlines),
 					 errhint("Reduce the number of sessions inserting into the index at once.")));
 		if (idx->mode != LW_EXCLUSIVE)
 			pmhash_relock(idx, LW_EXCLUSIVE);
-		pmhash_relocate_all(idx);
+		if (attempt == 0 && pmhash_log_should_grow(shared))
+			pmhash_log_add_extension(idx);
+		else
+			pmhash_relocate_all(idx);
 		if (idx->mode != entry_mode)
 			pmhash_relock(idx, entry_mode);
 	}
 
 	/* lock held, line owned with room: reserve the slots */
 	*first = local->log_used;
-	pmhash_log_lines(idx)[local->log_line].pending |=
+	pmhash_log_line_state(shared, local->log_line)->pending |=
 		(uint16) (((1 << n) - 1) << local->log_used);
 	shared->log_pending += n;
 	local->log_used += n;
@@ -352,7 +499,7 @@ pmhash_log_close_full_line(PmhashIndex *idx)
 	if (!pmhash_log_owns_line(idx) || local->log_used < PMH_BUCKET_SLOTS)
 		return;
 	LWLockAcquire(&idx->shared->loglock, LW_EXCLUSIVE);
-	pmhash_log_lines(idx)[local->log_line].owner = -1;
+	pmhash_log_line_state(idx->shared, local->log_line)->owner = -1;
 	LWLockRelease(&idx->shared->loglock);
 	local->log_line = -1;
 }
@@ -636,14 +783,12 @@ void
 pmhash_log_recover(PmhashIndex *idx)
 {
 	PmhPool    *pool = &idx->local->pool;
-	PmhashLogLine *lines;
 	uint64		restored = 0;
 	uint32		l;
 
 	Assert(idx->mode == LW_EXCLUSIVE);
 	pmhash_log_init_shared(idx);
-	lines = pmhash_log_lines(idx);
-	for (l = 0; l < PMH_LOG_LINES; l++)
+	for (l = 0; l < idx->shared->log_nlines; l++)
 	{
 		int			s;
 
@@ -658,7 +803,7 @@ pmhash_log_recover(PmhashIndex *idx)
 			segno = pmhash_lookup_segment(idx, e.hash);
 			if (pmh_contains(pool, &idx->cb, segno, e.hash, e.tag))
 				continue;
-			lines[l].pending |= (uint16) (1 << s);
+			pmhash_log_line_state(idx->shared, l)->pending |= (uint16) (1 << s);
 			idx->shared->log_pending++;
 			pmhash_place_pending(idx, e.hash, e.tag, l * PMH_BUCKET_SLOTS + s);
 			restored++;
@@ -684,21 +829,21 @@ pmhash_log_vacuum_begin(PmhashIndex *idx)
 {
 	PmhashShared *shared = idx->shared;
 	PmhPool    *pool = &idx->local->pool;
-	PmhashLogLine *lines = pmhash_log_lines(idx);
 	uint32		l;
 
 	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 	shared->vacuum_active++;
 	pmh_batch_begin(pool);
-	for (l = 0; l < PMH_LOG_LINES; l++)
+	for (l = 0; l < shared->log_nlines; l++)
 	{
 		PmhEntry   *e = pmh_log_line(pool, l);
+		uint16		pending = pmhash_log_line_state(shared, l)->pending;
 		bool		dirty = false;
 		int			s;
 
 		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
 		{
-			if ((lines[l].pending & (1 << s)) || e[s].tag == 0)
+			if ((pending & (1 << s)) || e[s].tag == 0)
 				continue;
 			e[s].tag = 0;
 			dirty = true;

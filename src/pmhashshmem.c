@@ -211,19 +211,18 @@ pmhash_release_lines(int code, Datum arg)
 	while ((local = hash_seq_search(&status)) != NULL)
 	{
 		PmhashShared *shared;
-		PmhashLogLine *lines;
 
 		if (local->log_line < 0)
 			continue;
 		shared = hash_search(pmhash_htab, &local->key, HASH_FIND, NULL);
 		if (shared == NULL || shared->generation != local->log_generation ||
-			!DsaPointerIsValid(shared->loglines))
+			!DsaPointerIsValid(shared->logchunks))
 			continue;
 		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
-		lines = dsa_get_address(pmhash_area, shared->loglines);
 		if (shared->generation == local->log_generation &&
-			lines[local->log_line].owner == MyProc->pgprocno)
-			lines[local->log_line].owner = -1;
+			(uint32) local->log_line < shared->log_nlines &&
+			pmhash_log_line_state(shared, local->log_line)->owner == MyProc->pgprocno)
+			pmhash_log_line_state(shared, local->log_line)->owner = -1;
 		LWLockRelease(&shared->loglock);
 		local->log_line = -1;
 	}
@@ -257,8 +256,8 @@ pmhash_shared_alloc(PmhashShared *shared, size_t size)
 }
 
 /* free a DSA allocation of known size held by an index */
-static void
-pmhash_dsa_free(PmhashShared *shared, dsa_pointer dp, size_t size)
+void
+pmhash_shared_free(PmhashShared *shared, dsa_pointer dp, size_t size)
 {
 	if (DsaPointerIsValid(dp))
 	{
@@ -275,7 +274,10 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->chunks = InvalidDsaPointer;
 	shared->dir = InvalidDsaPointer;
 	shared->freesegs = InvalidDsaPointer;
-	shared->loglines = InvalidDsaPointer;
+	shared->logchunks = InvalidDsaPointer;
+	shared->logexts = InvalidDsaPointer;
+	shared->log_nlines = 0;
+	shared->log_nexts = 0;
 	shared->nchunks = 0;
 	shared->chunkcap = 0;
 	shared->nfree = 0;
@@ -296,19 +298,17 @@ pmhash_free_shared(PmhashShared *shared)
 		uint32		i;
 
 		for (i = 0; i < shared->nchunks; i++)
-			pmhash_dsa_free(shared, chunks[i],
+			pmhash_shared_free(shared, chunks[i],
 							sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
-		pmhash_dsa_free(shared, shared->chunks,
+		pmhash_shared_free(shared, shared->chunks,
 						sizeof(dsa_pointer) * shared->chunkcap);
 	}
 	if (DsaPointerIsValid(shared->dir))
-		pmhash_dsa_free(shared, shared->dir,
+		pmhash_shared_free(shared, shared->dir,
 						sizeof(uint32) * ((size_t) 1 << shared->global_depth));
-	pmhash_dsa_free(shared, shared->freesegs,
+	pmhash_shared_free(shared, shared->freesegs,
 					sizeof(uint32) * shared->freecap);
-	if (DsaPointerIsValid(shared->loglines))
-		pmhash_dsa_free(shared, shared->loglines,
-						sizeof(PmhashLogLine) * PMH_LOG_LINES);
+	pmhash_log_free_shared(shared);
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
 }
@@ -373,7 +373,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		{
 			memcpy(nc, dsa_get_address(pmhash_area, shared->chunks),
 				   sizeof(dsa_pointer) * shared->nchunks);
-			pmhash_dsa_free(shared, shared->chunks,
+			pmhash_shared_free(shared, shared->chunks,
 							sizeof(dsa_pointer) * shared->chunkcap);
 		}
 		shared->chunks = newchunks;
@@ -406,7 +406,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 			memcpy(dsa_get_address(pmhash_area, newstack),
 				   dsa_get_address(pmhash_area, shared->freesegs),
 				   sizeof(uint32) * shared->nfree);
-			pmhash_dsa_free(shared, shared->freesegs,
+			pmhash_shared_free(shared, shared->freesegs,
 							sizeof(uint32) * shared->freecap);
 		}
 		shared->freesegs = newstack;
@@ -440,6 +440,8 @@ pmhash_check_local(PmhashIndex *idx)
 		local->stats_pool != shared->pool_id ||
 		local->pool.flush_hook == NULL)
 		pmhash_stats_attach_pool(local, shared);
+	local->pool.log_ext_segs = DsaPointerIsValid(shared->logexts) ?
+		dsa_get_address(pmhash_area, shared->logexts) : NULL;
 }
 
 /* find this backend's mapping entry for a key, creating an empty one */
@@ -606,6 +608,8 @@ pmhash_load(PmhashIndex *idx)
 		else if (roles[i] == PMH_SEG_OVERFLOW)
 			pmh_meta_load(&local->pool, (uint32) i,
 						  pmh_seg_header(&local->pool, owner[i])->word, m);
+		else if (roles[i] == PMH_SEG_LOG)
+			pmh_meta_reset(m, pmh_seg_header(&local->pool, (uint32) i)->word);
 		else
 			pmh_meta_reset(m, 0);
 		entries += m->nlive;
@@ -858,7 +862,7 @@ pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
 	pmh_dir_double(dsa_get_address(pmhash_area, shared->dir),
 				   shared->global_depth,
 				   dsa_get_address(pmhash_area, newdir));
-	pmhash_dsa_free(shared, shared->dir,
+	pmhash_shared_free(shared, shared->dir,
 					sizeof(uint32) * ((size_t) 1 << shared->global_depth));
 	shared->dir = newdir;
 	shared->global_depth++;

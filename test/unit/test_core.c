@@ -202,7 +202,8 @@ typedef enum TRole
 {
 	T_FREE = 0,
 	T_PRIMARY,
-	T_OVERFLOW
+	T_OVERFLOW,
+	T_LOG						/* a log segment (backup-log extension) */
 } TRole;
 
 typedef struct TPool
@@ -690,6 +691,10 @@ tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
 					tp->role[s] = T_FREE;
 					tp->freesegs[tp->nfree++] = s;
 					break;
+				case PMH_SEG_LOG:
+					pmh_meta_reset(&tp->meta[s], h->word);
+					tp->role[s] = T_LOG;
+					break;
 			}
 		}
 		tp->gd = res->global_depth;
@@ -836,7 +841,7 @@ check_structure(TPool *tp, const char *what)
 		int			b;
 		uint32		pop = 0;
 
-		if (tp->role[i] == T_FREE)
+		if (tp->role[i] == T_FREE || tp->role[i] == T_LOG)
 			continue;
 		for (b = 0; b < PMH_SEG_BUCKETS; b++)
 			pop += __builtin_popcount(m->occ[b]);
@@ -4959,6 +4964,128 @@ test_recover_zeroes_free(void)
 	tpool_close(&tp);
 }
 
+/* recover a copy of tp that is expected to be corrupt with this message */
+static void
+expect_corrupt_copy(TPool *tp, const char *name, const char *msg)
+{
+	TPool		img;
+	PmhRecoveryResult res;
+
+	if (!tpool_copy(&img, tp, name))
+		return;
+	CHECKF(tpool_recover(&img, &res, NULL, NULL) != 0 &&
+		   strstr(res.error, msg) != NULL,
+		   "%s: expected \"%s\", got \"%s\"", name, msg, res.error);
+	tpool_close(&img);
+}
+
+/*
+ * Log segments: adding one persists its header line only (its buckets are
+ * zero already); its buckets are log lines PMH_LOG_LINES + 64 k on;
+ * recovery keeps them (role PMH_SEG_LOG) with their entries, counts the
+ * extensions, and refuses two segments for one extension or a gap.
+ */
+static void
+test_log_segments(void)
+{
+	TPool		tp;
+	Model		m;
+	PmhPersistStats *st;
+	PmhRecoveryResult res;
+	PmhSegRole *roles = NULL;
+	uint32		exts[PMH_LOG_MAX_EXTS];
+	PmhEntry	e[PMH_BUCKET_SLOTS];
+	uint32		a;
+	uint32		b;
+	uint32		c;
+	uint32		line = PMH_LOG_LINES + 5;
+	uint64		w;
+	int			i;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "logseg", 4))
+		return;
+	st = &tp.pool.stats;
+	workload_random(&tp, &m, 2000, true);
+	if (!CHECK(tpool_ensure_free(&tp, 3)))
+		goto done;
+	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+		exts[i] = PMH_NO_SEGMENT;
+	tp.pool.log_ext_segs = exts;
+
+	/* the word */
+	w = pmh_segword_make_log(7);
+	CHECK(pmh_segword_is_valid(w) && pmh_segword_is_log(w) &&
+		  pmh_segword_is_overflow(w) && pmh_segword_log_ext(w) == 7);
+	CHECK(!pmh_segword_is_log(pmh_segword_make_overflow()));
+	CHECK(!pmh_segword_is_log(pmh_segword_make(5, 3)));
+	CHECK(!pmh_segword_is_valid(w ^ (UINT64CONST(1) << 20)));
+	CHECK(pmh_segword_is_valid(pmh_segword_make_log(PMH_LOG_MAX_EXTS - 1)));
+
+	/* extension 0 */
+	a = tp.freesegs[--tp.nfree];
+	memset(st, 0, sizeof(*st));
+	CHECK(pmh_add_log_segment(&tp.pool, a, 0) == 0);
+	CHECK(st->persists == 1 && st->bytes == PMH_LINE_BYTES && st->fences == 1);
+	CHECK(pmh_seg_header(&tp.pool, a)->word == pmh_segword_make_log(0));
+	pmh_meta_reset(&tp.meta[a], pmh_segword_make_log(0));
+	tp.role[a] = T_LOG;
+	exts[0] = a;
+
+	/* its line 5 is log line PMH_LOG_LINES + 5 */
+	CHECK(pmh_log_line(&tp.pool, line) == pmh_seg_entries(&tp.pool, a) + 5 * PMH_BUCKET_SLOTS);
+	CHECK(pmh_log_entry(&tp.pool, line * PMH_BUCKET_SLOTS + 3) ==
+		  pmh_seg_entries(&tp.pool, a) + 5 * PMH_BUCKET_SLOTS + 3);
+	CHECK(pmh_log_line(&tp.pool, PMH_LOG_LINES - 1) ==
+		  (PmhEntry *) (tp.pool.base + PMH_LOG_OFFSET) +
+		  (PMH_LOG_LINES - 1) * PMH_BUCKET_SLOTS);
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+	{
+		e[i].hash = rnd();
+		e[i].tag = pmh_tag_make(e[i].hash, 77, (uint16) (i + 1));
+	}
+	CHECK(pmh_log_write(&tp.pool, line, 0, e, PMH_BUCKET_SLOTS) == 0);
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+		CHECK(pmh_log_entry_is_live(pmh_log_entry(&tp.pool,
+												  line * PMH_BUCKET_SLOTS + i)));
+
+	/* recovery keeps it, with its entries */
+	CHECK(tpool_recover(&tp, &res, &roles, NULL) == 0);
+	CHECKF(res.log_exts == 1 && res.free_zeroed == 0 && res.orphans_cleared == 0,
+		   "log_exts %u free_zeroed %llu orphans %llu", res.log_exts,
+		   (unsigned long long) res.free_zeroed,
+		   (unsigned long long) res.orphans_cleared);
+	if (roles)
+		CHECK(roles[a] == PMH_SEG_LOG);
+	free(roles);
+	CHECK(tp.role[a] == T_LOG);
+	CHECK(memcmp(pmh_log_line(&tp.pool, line), e, sizeof(e)) == 0);
+	verify_model(&tp, &m, 200, "with a log segment");
+
+	/* extension 2 without 1: a gap */
+	if (!CHECK(tpool_ensure_free(&tp, 2)))
+		goto done;
+	b = tp.freesegs[--tp.nfree];
+	CHECK(pmh_add_log_segment(&tp.pool, b, 2) == 0);
+	expect_corrupt_copy(&tp, "logseg-gap", "log extension 1 is missing");
+
+	/* as extension 1 it is fine; a second extension 1 is not */
+	CHECK(pmh_add_log_segment(&tp.pool, b, 1) == 0);
+	c = tp.freesegs[--tp.nfree];
+	CHECK(pmh_add_log_segment(&tp.pool, c, 1) == 0);
+	expect_corrupt_copy(&tp, "logseg-twice", "second log segment for extension 1");
+	memset(pmh_seg_header(&tp.pool, c), 0, PMH_SEG_BYTES);
+	CHECK(tpool_recover(&tp, &res, NULL, NULL) == 0);
+	CHECK(res.log_exts == 2);
+
+	/* a log segment is no overflow segment: a chain through it is broken */
+	pmh_seg_header(&tp.pool, tp.dir[0])->ovf_next = (uint64) a + 1;
+	expect_corrupt_copy(&tp, "logseg-chain", "overflow chain");
+done:
+	model_free(&m);
+	tpool_close(&tp);
+}
+
 static const TestDef tests[] = {
 	{"header", test_header},
 	{"header_file", test_header_file},
@@ -4993,6 +5120,7 @@ static const TestDef tests[] = {
 	{"pool_state", test_pool_state},
 	{"relocate_unchecked", test_relocate_unchecked},
 	{"recover_zeroes_free", test_recover_zeroes_free},
+	{"log_segments", test_log_segments},
 };
 
 /* ---------------------------------------------------------------------
