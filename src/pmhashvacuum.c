@@ -19,6 +19,7 @@
 #include "access/genam.h"
 #include "access/table.h"
 #include "access/xlog.h"
+#include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
@@ -122,6 +123,25 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 }
 
 /*
+ * The end of the WAL inserted so far, as XLogFlush accepts it.  The insert
+ * position right at a page boundary points past the header of a page that
+ * holds nothing yet, and XLogFlush fails ("xlog flush request ... is not
+ * satisfied") for a position it cannot write up to: back off to the end of
+ * the previous page.
+ */
+static XLogRecPtr
+pmhash_wal_inserted_end(void)
+{
+	XLogRecPtr	ptr = GetXLogInsertRecPtr();
+
+	if (XLogSegmentOffset(ptr, wal_segment_size) == SizeOfXLogLongPHD)
+		ptr -= SizeOfXLogLongPHD;
+	else if (ptr % XLOG_BLCKSZ == SizeOfXLogShortPHD)
+		ptr -= SizeOfXLogShortPHD;
+	return ptr;
+}
+
+/*
  * ambulkdelete: remove the entries whose TIDs the callback reports dead,
  * and count the rest.
  */
@@ -146,7 +166,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	 * off, say) is on disk first, or a crash could bring the rows back
 	 * without their entries.
 	 */
-	XLogFlush(GetXLogInsertRecPtr());
+	XLogFlush(pmhash_wal_inserted_end());
 
 	vs.callback = callback;
 	vs.callback_state = callback_state;
