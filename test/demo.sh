@@ -349,7 +349,11 @@ END
 \$\$;
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1) AS ms,
 	user_bytes, media_bytes_written, round(write_amplification::numeric, 2) AS wa,
-	fences, lines_whole, lines_partial
+	round(media_bytes_written::numeric / nullif(flushes * 64, 0), 2) AS ha,
+	fences, lines_whole, lines_partial,
+	round(pool_bytes::numeric / nullif(entries, 0), 1) AS pool_per_entry,
+	round(shmem_bytes::numeric / nullif(entries, 0), 2) AS shmem_per_entry,
+	round(load_factor::numeric, 2) AS lf
 FROM pmhash_stats('wa_${batch}_k');
 EOF
 		) || {
@@ -357,12 +361,15 @@ EOF
 			STATUS=1
 			continue
 		}
-		IFS='|' read -r ms ub mb wa fe lw lp <<<"$(tail -n 1 <<<"$out")"
-		printf '    %5s rows/txn: %9s ms  user %10s B  media %10s B  WA %6s  fences %7s  lines whole/partial %s/%s\n' \
-			"$batch" "$ms" "$ub" "$mb" "$wa" "$fe" "$lw" "$lp"
+		IFS='|' read -r ms ub mb wa ha fe lw lp ppe spe lf <<<"$(tail -n 1 <<<"$out")"
+		printf '    %5s rows/txn: %9s ms  user %10s B  media %10s B  WA %6s  HA %5s  fences %7s  lines whole/partial %s/%s\n' \
+			"$batch" "$ms" "$ub" "$mb" "$wa" "$ha" "$fe" "$lw" "$lp"
+		printf '    %5s           then: pool %s B/entry, shared memory %s B/entry, load factor %s\n' \
+			"" "$ppe" "$spe" "$lf"
 		sql -c "DROP TABLE wa_$batch" >/dev/null
 	done
-	echo "    (WA = media bytes written / 16 B per entry; model: $(sql -c 'SHOW pmhash.media_buffer_lines') lines of 256 B, LRU)"
+	echo "    (WA = media bytes written / 16 B per entry; HA = media bytes written / bytes flushed;"
+	echo "     model: $(sql -c 'SHOW pmhash.media_buffer_lines') lines of 256 B, LRU)"
 fi
 
 # -------------------------------------------------------------- report ---
