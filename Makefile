@@ -45,11 +45,11 @@ CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
 CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
 
-test/unit/test_core: test/unit/test_core.c src/pmh_core.c src/pmh_core.h
+test/unit/test_core: test/unit/test_core.c test/unit/unit_check.h src/pmh_core.c src/pmh_core.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_core.c src/pmh_core.c $(CORE_TEST_LIBS)
 
 # so does the media-traffic model
-test/unit/test_media: test/unit/test_media.c src/pmh_media.c src/pmh_media.h
+test/unit/test_media: test/unit/test_media.c test/unit/unit_check.h src/pmh_media.c src/pmh_media.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_media.c src/pmh_media.c $(CORE_TEST_LIBS)
 
 UNIT_TESTS = test/unit/test_core test/unit/test_media

@@ -42,6 +42,7 @@
 #define _GNU_SOURCE 1
 
 #include "pmh_core.h"
+#include "unit_check.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -59,9 +60,6 @@
 /* segment word bits, as documented in pmh_core.h */
 #define T_WORD_VALID		(UINT64CONST(1) << 63)
 #define T_WORD_OVERFLOW		(UINT64CONST(1) << 62)
-
-/* at most this many failure messages are printed per test */
-#define MAX_DIAGS			12
 
 /* ---------------------------------------------------------------------
  * The harness
@@ -94,7 +92,6 @@ typedef struct TestDef
 	void		(*fn) (void);
 } TestDef;
 
-static int	test_failures;		/* failed checks in the running test */
 static int	ntests;
 static int	npassed;
 static int	nfailed;
@@ -102,33 +99,6 @@ static uint64 g_seed = UINT64CONST(0x706d686173683135);
 static uint64 g_rng;			/* per-test random state */
 static char g_tmpdir[MAXPGPATH];
 static int	g_poolno;
-
-static bool check_at(bool ok, const char *file, int line, const char *fmt,...)
-			pg_attribute_printf(4, 5);
-
-#define CHECK(cond) check_at((cond), __FILE__, __LINE__, "%s", #cond)
-#define CHECKF(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
-
-/* record one check; print its message if it failed */
-static bool
-check_at(bool ok, const char *file, int line, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (ok)
-		return true;
-	if (test_failures++ < MAX_DIAGS)
-	{
-		printf("#   %s:%d: ", file, line);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-	}
-	else if (test_failures == MAX_DIAGS + 1)
-		printf("#   (further failures not shown)\n");
-	return false;
-}
 
 /* seconds on the monotonic clock */
 static double
@@ -174,11 +144,11 @@ run_test(const TestDef *t, int index)
 {
 	double		t0 = now_seconds();
 
-	test_failures = 0;
+	unit_test_failures = 0;
 	g_rng = g_seed ^ ((uint64) index * UINT64CONST(0x100000001B3));
 	t->fn();
 	ntests++;
-	if (test_failures == 0)
+	if (unit_test_failures == 0)
 	{
 		npassed++;
 		printf("ok %d - %s [%s]\n", ntests, t->name, S->pass);
@@ -186,7 +156,7 @@ run_test(const TestDef *t, int index)
 	else
 	{
 		nfailed++;
-		printf("#   %d failed check(s)\n", test_failures);
+		printf("#   %d failed check(s)\n", unit_test_failures);
 		printf("not ok %d - %s [%s]\n", ntests, t->name, S->pass);
 	}
 	printf("#   %s: %.2f s\n", t->name, now_seconds() - t0);

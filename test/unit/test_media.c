@@ -31,6 +31,7 @@
  *-------------------------------------------------------------------------
  */
 #include "pmh_media.h"
+#include "unit_check.h"
 
 #include <limits.h>
 #include <stdarg.h>
@@ -39,9 +40,6 @@
 StaticAssertDecl(PMH_MEDIA_LINE_BYTES == 256, "media line is not 256 B");
 StaticAssertDecl(PMH_MEDIA_SUB_BYTES == 64, "sub-line is not 64 B");
 StaticAssertDecl(PMH_MEDIA_ALL_SUBS == 0xF, "a line is not 4 sub-lines");
-
-/* at most this many failure messages are printed per test */
-#define MAX_DIAGS			12
 
 /* owners used by the tests are 0..MAX_OWNERS-1 */
 #define MAX_OWNERS			8
@@ -60,46 +58,18 @@ typedef struct TestDef
 	void		(*fn) (void);
 } TestDef;
 
-static int	test_failures;		/* failed checks in the running test */
 static int	ntests;
 static int	npassed;
 static int	nfailed;
-
-static bool check_at(bool ok, const char *file, int line, const char *fmt,...)
-			pg_attribute_printf(4, 5);
-
-#define CHECK(cond) check_at((cond), __FILE__, __LINE__, "%s", #cond)
-#define CHECKF(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
-
-/* record one check; print its message if it failed */
-static bool
-check_at(bool ok, const char *file, int line, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (ok)
-		return true;
-	if (test_failures++ < MAX_DIAGS)
-	{
-		printf("#   %s:%d: ", file, line);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-	}
-	else if (test_failures == MAX_DIAGS + 1)
-		printf("#   (further failures not shown)\n");
-	return false;
-}
 
 /* run one test and print its TAP line */
 static void
 run_test(const TestDef *t)
 {
-	test_failures = 0;
+	unit_test_failures = 0;
 	t->fn();
 	ntests++;
-	if (test_failures == 0)
+	if (unit_test_failures == 0)
 	{
 		npassed++;
 		printf("ok %d - %s\n", ntests, t->name);
@@ -107,7 +77,7 @@ run_test(const TestDef *t)
 	else
 	{
 		nfailed++;
-		printf("#   %d failed check(s)\n", test_failures);
+		printf("#   %d failed check(s)\n", unit_test_failures);
 		printf("not ok %d - %s\n", ntests, t->name);
 	}
 	fflush(stdout);
