@@ -403,7 +403,7 @@ pmh_pool_state_init(PmhPool *pool, uint64 crash_count)
 {
 	PmhPoolState *st = pmh_pool_state(pool);
 
-	st->flags = 0;
+	st->flags = PMH_STATE_KEPT;
 	st->crash_count = crash_count;
 	return pmh_persist(pool, st, sizeof(*st));
 }
@@ -422,9 +422,9 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
 
 	if (st->crash_count != crash_count)
 	{
-		if (st->flags == 0)
+		if (st->flags == PMH_STATE_KEPT)
 		{
-			st->flags = PMH_STATE_STALE;
+			st->flags = PMH_STATE_KEPT | PMH_STATE_STALE;
 			if (pmh_persist(pool, &st->flags, sizeof(uint64)) != 0)
 				return -1;
 		}
@@ -432,7 +432,7 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
 		if (pmh_persist(pool, &st->crash_count, sizeof(uint64)) != 0)
 			return -1;
 	}
-	*stale = st->flags != 0;
+	*stale = st->flags != PMH_STATE_KEPT;
 	return 0;
 }
 

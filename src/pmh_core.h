@@ -161,11 +161,16 @@ typedef struct PmhPoolHeader
  */
 #define PMH_STATE_OFFSET		2048
 #define PMH_STATE_STALE			UINT64CONST(1)
+#define PMH_STATE_KEPT			UINT64CONST(2)	/* the count is kept: a pool
+												 * made before the state
+												 * line has 0, whose history
+												 * is unknown */
 
 typedef struct PmhPoolState
 {
 	uint64		crash_count;
-	uint64		flags;			/* PMH_STATE_*; unknown bits count as stale */
+	uint64		flags;			/* PMH_STATE_*; anything but KEPT alone
+								 * counts as stale */
 } PmhPoolState;
 
 /* Persist-traffic counters kept by the choke point (per mapping). */

@@ -4804,7 +4804,7 @@ test_pool_state(void)
 
 	memset(st, 0, sizeof(*st));
 	CHECK(pmh_pool_state_init(&tp.pool, 5) == 0);
-	CHECK(ps->crash_count == 5 && ps->flags == 0);
+	CHECK(ps->crash_count == 5 && ps->flags == PMH_STATE_KEPT);
 	CHECK(st->persists == 1 && st->cachelines == 1 && st->fences == 1);
 	/* the header's checksum does not cover the state */
 	CHECK(pmh_header_validate((PmhPoolHeader *) tp.pool.base,
@@ -4818,7 +4818,8 @@ test_pool_state(void)
 	/* a crash since: flag, then count, each persisted */
 	memset(st, 0, sizeof(*st));
 	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
-	CHECK(stale && ps->flags == PMH_STATE_STALE && ps->crash_count == 6);
+	CHECK(stale && ps->flags == (PMH_STATE_KEPT | PMH_STATE_STALE) &&
+		  ps->crash_count == 6);
 	CHECK(st->persists == 2 && st->fences == 2);
 
 	/* the flag stays, with no more writes */
@@ -4831,13 +4832,22 @@ test_pool_state(void)
 	ps->crash_count = 5;
 	stale = false;
 	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
-	CHECK(stale && ps->flags == PMH_STATE_STALE && ps->crash_count == 6);
+	CHECK(stale && ps->flags == (PMH_STATE_KEPT | PMH_STATE_STALE) &&
+		  ps->crash_count == 6);
 
 	/* garbage in the flags counts as stale and is left alone */
 	ps->flags = UINT64CONST(0x40);
 	stale = false;
 	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
 	CHECK(stale && ps->flags == UINT64CONST(0x40));
+
+	/* a pool made before the state line (all zero): history unknown */
+	memset(ps, 0, sizeof(*ps));
+	stale = false;
+	CHECK(pmh_pool_note_crashes(&tp.pool, 0, &stale) == 0);
+	CHECK(stale);
+	CHECK(pmh_pool_note_crashes(&tp.pool, 6, &stale) == 0);
+	CHECK(stale && ps->crash_count == 6);
 
 	/* a re-initialised state (REINDEX makes a new pool) is clean again */
 	CHECK(pmh_pool_state_init(&tp.pool, 7) == 0);
