@@ -731,6 +731,21 @@ pmh_split_is_useful(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno)
 }
 
 /*
+ * What to do when primary segment segno and its chain are full: split,
+ * unless that cannot make room (maximum depth, or most entries on one side).
+ */
+static PmhInsertResult
+pmh_no_room(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+
+	if (pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
+		pmh_split_is_useful(pool, cb, segno))
+		return PMH_INSERT_SPLIT;
+	return PMH_INSERT_OVERFLOW;
+}
+
+/*
  * Insert (hash, TID) into primary segment segno (first, if "check", unless
  * the same entry is there already): into its first free slot,
  * else into the first free slot of its overflow chain, so that a segment
@@ -742,17 +757,11 @@ static PmhInsertResult
 pmh_insert_internal(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					uint64 hash, uint32 block, uint16 offset, bool check)
 {
-	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	uint64		tag = pmh_tag_make(hash, block, offset);
-	PmhCollect	c;
 	uint32		seg;
 
 	/* the same (hash, TID) is never stored twice */
-	c.tags = NULL;
-	c.max = 0;
-	c.n = 0;
-	c.want = tag;
-	if (check && pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c))
+	if (check && pmh_contains(pool, cb, segno, hash, tag))
 		return PMH_INSERT_EXISTS;
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;)
@@ -764,11 +773,7 @@ pmh_insert_internal(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			return pmh_write_slot(pool, m, seg, slot, hash, tag);
 		seg = m->ovf_next;
 	}
-
-	if (pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
-		pmh_split_is_useful(pool, cb, segno))
-		return PMH_INSERT_SPLIT;
-	return PMH_INSERT_OVERFLOW;
+	return pmh_no_room(pool, cb, segno);
 }
 
 /*
@@ -1350,7 +1355,6 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	for (i = 0; i < meta->npending; i++)
 	{
 		PmhPending *p = &meta->pending[i];
-		PmhCollect	c;
 		uint32		j;
 
 		dup[i] = false;
@@ -1358,13 +1362,7 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			dup[i] = !dup[j] && meta->pending[j].hash == p->hash &&
 				meta->pending[j].tag == p->tag;
 		if (!dup[i] && check_segment)
-		{
-			c.tags = NULL;
-			c.max = 0;
-			c.n = 0;
-			c.want = p->tag;
-			dup[i] = pmh_probe(pool, cb, segno, p->hash, pmh_exists_fn, &c);
-		}
+			dup[i] = pmh_contains(pool, cb, segno, p->hash, p->tag);
 		if (!dup[i])
 		{
 			placeidx[nplace] = (int) i;
@@ -1381,11 +1379,7 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 
 		if (!pmh_choose_line(cb, segno, nplace - placed, &seg, &bucket))
 		{
-			if (pmh_segword_depth(meta->word) < PMH_MAX_DEPTH &&
-				pmh_split_is_useful(pool, cb, segno))
-				r = PMH_INSERT_SPLIT;
-			else
-				r = PMH_INSERT_OVERFLOW;
+			r = pmh_no_room(pool, cb, segno);
 			break;
 		}
 		k = pmh_write_line(pool, cb->get_meta(cb->arg, seg), seg, bucket,
