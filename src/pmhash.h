@@ -113,7 +113,6 @@ typedef struct PmhashShared
 								 * use (fixed log, then extensions) */
 	dsa_pointer logexts;		/* uint32[PMH_LOG_MAX_EXTS]: the segment of
 								 * each log extension */
-	uint32		log_nlines;		/* lines: fixed ones and extensions' */
 	uint32		log_nexts;		/* log extensions (log segments) */
 	uint32		log_cursor;		/* where the search for a free line starts */
 	uint32		log_pending;	/* entries waiting in D-buckets */
@@ -128,6 +127,13 @@ typedef struct PmhashLogLine
 	uint16		pending;		/* slots holding an entry not yet relocated */
 	int32		owner;			/* pgprocno of the backend appending to it, or -1 */
 } PmhashLogLine;
+
+/* lines of an index's backup log: the fixed ones and its extensions' */
+static inline uint32
+pmhash_log_nlines(const PmhashShared *shared)
+{
+	return PMH_LOG_LINES + shared->log_nexts * PMH_LOG_EXT_LINES;
+}
 
 /* backend-local mapping of a pool */
 typedef struct PmhashLocal

@@ -250,7 +250,7 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 		if (!pmh_hash_in_segment(p->hash, word))
 			pmhash_problem(st, "segment %u: pending entry with hash %016llx belongs to another segment",
 						   segno, (unsigned long long) p->hash);
-		if (p->logslot >= idx->shared->log_nlines * PMH_BUCKET_SLOTS)
+		if (p->logslot >= pmhash_log_nlines(idx->shared) * PMH_BUCKET_SLOTS)
 		{
 			pmhash_problem(st, "segment %u: pending entry names backup-log slot %u past the log",
 						   segno, p->logslot);
@@ -304,7 +304,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 
 	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain, 3 = log */
 	seen = palloc0(nseg);
-	seen_pending = palloc0(sizeof(uint16) * shared->log_nlines);
+	seen_pending = palloc0(sizeof(uint16) * pmhash_log_nlines(shared));
 
 	/* the log extensions: each names a log segment of its number */
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
@@ -332,9 +332,6 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		else
 			seen[exts[i]] = 3;
 	}
-	if (shared->log_nlines != PMH_LOG_LINES + shared->log_nexts * PMH_LOG_EXT_LINES)
-		pmhash_problem(st, "backup log counts %u lines for %u extensions",
-					   shared->log_nlines, shared->log_nexts);
 
 	/* the directory: each entry names a primary covering it */
 	for (i = 0; i < ndir; i++)
@@ -409,7 +406,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 					   (unsigned long long) shared->overflows,
 					   (unsigned long long) primaries,
 					   (unsigned long long) overflows);
-	for (i = 0; i < shared->log_nlines; i++)
+	for (i = 0; i < pmhash_log_nlines(shared); i++)
 	{
 		uint16		marked = pmhash_log_line_state(shared, (uint32) i)->pending;
 

@@ -69,7 +69,7 @@ pmhash_log_chunk(PmhashShared *shared, uint32 c)
 PmhashLogLine *
 pmhash_log_line_state(PmhashShared *shared, uint32 line)
 {
-	Assert(line < shared->log_nlines);
+	Assert(line < pmhash_log_nlines(shared));
 	return &pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK)[line % PMHASH_LOG_CHUNK];
 }
 
@@ -126,8 +126,7 @@ pmhash_log_init_shared(PmhashIndex *idx)
 		}
 	}
 	shared->log_nexts = nexts;
-	shared->log_nlines = PMH_LOG_LINES + nexts * PMH_LOG_EXT_LINES;
-	for (i = 0; i < shared->log_nlines / PMHASH_LOG_CHUNK; i++)
+	for (i = 0; i < pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK; i++)
 		chunks[i] = pmhash_log_new_chunk(shared);
 	shared->log_cursor = 0;
 	shared->log_pending = 0;
@@ -156,7 +155,6 @@ pmhash_log_free_shared(PmhashShared *shared)
 						   sizeof(uint32) * PMH_LOG_MAX_EXTS);
 	shared->logchunks = InvalidDsaPointer;
 	shared->logexts = InvalidDsaPointer;
-	shared->log_nlines = 0;
 	shared->log_nexts = 0;
 }
 
@@ -172,7 +170,7 @@ static bool
 pmhash_log_should_grow(PmhashShared *shared)
 {
 	return shared->log_nexts < PMH_LOG_MAX_EXTS &&
-		shared->log_nlines < shared->primaries + shared->primaries / 2 +
+		pmhash_log_nlines(shared) < shared->primaries + shared->primaries / 2 +
 		PMH_LOG_EXT_LINES;
 }
 
@@ -206,10 +204,9 @@ pmhash_log_add_extension(PmhashIndex *idx)
 	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 	chunks = pmhash_dsa_address(shared->logchunks);
 	exts = pmhash_dsa_address(shared->logexts);
-	chunks[shared->log_nlines / PMHASH_LOG_CHUNK] = chunk;
+	chunks[pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK] = chunk;
 	exts[ext] = segno;
 	shared->log_nexts++;
-	shared->log_nlines += PMH_LOG_EXT_LINES;
 	LWLockRelease(&shared->loglock);
 	END_CRIT_SECTION();
 }
@@ -223,7 +220,7 @@ pmhash_log_lines_in_use(PmhashIndex *idx)
 	uint32		c;
 
 	LWLockAcquire(&shared->loglock, LW_SHARED);
-	for (c = 0; c < shared->log_nlines / PMHASH_LOG_CHUNK; c++)
+	for (c = 0; c < pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK; c++)
 	{
 		PmhashLogLine *lines = pmhash_log_chunk(shared, c);
 		int			i;
@@ -433,7 +430,7 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 		}
 		local->log_line = -1;
 
-		nlines = shared->log_nlines;
+		nlines = pmhash_log_nlines(shared);
 		for (i = 0; i < nlines;)
 		{
 			uint32		l = (shared->log_cursor + i) % nlines;
@@ -468,7 +465,7 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 					 errmsg("backup log of pmhash index \"%s\" is full",
 							RelationGetRelationName(idx->rel)),
 					 errdetail("All %u lines are held by other sessions.",
-							   shared->log_nlines),
+							   pmhash_log_nlines(shared)),
 					 errhint("Reduce the number of sessions inserting into the index at once.")));
 		if (idx->mode != LW_EXCLUSIVE)
 			pmhash_relock(idx, LW_EXCLUSIVE);
@@ -788,7 +785,7 @@ pmhash_log_recover(PmhashIndex *idx)
 
 	Assert(idx->mode == LW_EXCLUSIVE);
 	pmhash_log_init_shared(idx);
-	for (l = 0; l < idx->shared->log_nlines; l++)
+	for (l = 0; l < pmhash_log_nlines(idx->shared); l++)
 	{
 		int			s;
 
@@ -834,7 +831,7 @@ pmhash_log_vacuum_begin(PmhashIndex *idx)
 	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 	shared->vacuum_active++;
 	pmh_batch_begin(pool);
-	for (l = 0; l < shared->log_nlines; l++)
+	for (l = 0; l < pmhash_log_nlines(shared); l++)
 	{
 		PmhEntry   *e = pmh_log_line(pool, l);
 		uint16		pending = pmhash_log_line_state(shared, l)->pending;

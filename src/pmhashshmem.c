@@ -220,7 +220,7 @@ pmhash_release_lines(int code, Datum arg)
 			continue;
 		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 		if (shared->generation == local->log_generation &&
-			(uint32) local->log_line < shared->log_nlines &&
+			(uint32) local->log_line < pmhash_log_nlines(shared) &&
 			pmhash_log_line_state(shared, local->log_line)->owner == MyProc->pgprocno)
 			pmhash_log_line_state(shared, local->log_line)->owner = -1;
 		LWLockRelease(&shared->loglock);
@@ -276,7 +276,6 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->freesegs = InvalidDsaPointer;
 	shared->logchunks = InvalidDsaPointer;
 	shared->logexts = InvalidDsaPointer;
-	shared->log_nlines = 0;
 	shared->log_nexts = 0;
 	shared->nchunks = 0;
 	shared->chunkcap = 0;
