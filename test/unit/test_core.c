@@ -86,15 +86,6 @@ static const Scale scale_msync = {"msync", 0, 3000, 1500, 1200, 1000, 3000,
 100, true};
 static const Scale *S;
 
-typedef struct TestDef
-{
-	const char *name;
-	void		(*fn) (void);
-} TestDef;
-
-static int	ntests;
-static int	npassed;
-static int	nfailed;
 static uint64 g_seed = UINT64CONST(0x706d686173683135);
 static uint64 g_rng;			/* per-test random state */
 static char g_tmpdir[MAXPGPATH];

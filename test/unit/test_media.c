@@ -52,16 +52,6 @@ StaticAssertDecl(PMH_MEDIA_ALL_SUBS == 0xF, "a line is not 4 sub-lines");
  * ---------------------------------------------------------------------
  */
 
-typedef struct TestDef
-{
-	const char *name;
-	void		(*fn) (void);
-} TestDef;
-
-static int	ntests;
-static int	npassed;
-static int	nfailed;
-
 /* run one test and print its TAP line */
 static void
 run_test(const TestDef *t)

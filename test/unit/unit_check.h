@@ -3,8 +3,9 @@
  * unit_check.h
  *	  The checks shared by the unit-test programs in test/unit: CHECK and
  *	  CHECKF record a failed condition of the running test and print its
- *	  message (at most UNIT_MAX_DIAGS of them per test).  Each program
- *	  includes this once and resets unit_test_failures before every test.
+ *	  message (at most UNIT_MAX_DIAGS of them per test); TestDef and the
+ *	  pass/fail counters.  Each program includes this once, resets
+ *	  unit_test_failures before every test and counts its results.
  *
  *-------------------------------------------------------------------------
  */
@@ -17,7 +18,17 @@
 /* at most this many failure messages are printed per test */
 #define UNIT_MAX_DIAGS			12
 
+/* one test of a program's table */
+typedef struct TestDef
+{
+	const char *name;
+	void		(*fn) (void);
+} TestDef;
+
 static int	unit_test_failures; /* failed checks in the running test */
+static int	ntests;				/* tests run, passed and failed */
+static int	npassed;
+static int	nfailed;
 
 static bool check_at(bool ok, const char *file, int line, const char *fmt,...)
 			pg_attribute_printf(4, 5);
