@@ -45,12 +45,18 @@ CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
 CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
 
-test/unit/test_core: test/unit/test_core.c test/unit/unit_check.h src/pmh_core.c src/pmh_core.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_core.c src/pmh_core.c $(CORE_TEST_LIBS)
+# test/unit/tpool.c is the harness the core's test programs share: test
+# pools, the reference model and the checks
+UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h
+CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
+	src/pmh_core.c src/pmh_core.h
+
+test/unit/test_core: test/unit/test_core.c $(CORE_HARNESS)
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 # so does the media-traffic model
-test/unit/test_media: test/unit/test_media.c test/unit/unit_check.h src/pmh_media.c src/pmh_media.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_media.c src/pmh_media.c $(CORE_TEST_LIBS)
+test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/pmh_media.c src/pmh_media.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 UNIT_TESTS = test/unit/test_core test/unit/test_media
 

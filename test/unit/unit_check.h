@@ -4,8 +4,9 @@
  *	  The checks shared by the unit-test programs in test/unit: CHECK and
  *	  CHECKF record a failed condition of the running test and print its
  *	  message (at most UNIT_MAX_DIAGS of them per test); TestDef and the
- *	  pass/fail counters.  Each program includes this once, resets
- *	  unit_test_failures before every test and counts its results.
+ *	  pass/fail counters (defined in unit_check.c, linked into every
+ *	  program).  Each program resets unit_test_failures before every test
+ *	  and counts its results.
  *
  *-------------------------------------------------------------------------
  */
@@ -25,36 +26,15 @@ typedef struct TestDef
 	void		(*fn) (void);
 } TestDef;
 
-static int	unit_test_failures; /* failed checks in the running test */
-static int	ntests;				/* tests run, passed and failed */
-static int	npassed;
-static int	nfailed;
+extern int	unit_test_failures;	/* failed checks in the running test */
+extern int	ntests;				/* tests run, passed and failed */
+extern int	npassed;
+extern int	nfailed;
 
-static bool check_at(bool ok, const char *file, int line, const char *fmt,...)
+extern bool check_at(bool ok, const char *file, int line, const char *fmt,...)
 			pg_attribute_printf(4, 5);
 
 #define CHECK(cond) check_at((cond), __FILE__, __LINE__, "%s", #cond)
 #define CHECKF(cond, ...) check_at((cond), __FILE__, __LINE__, __VA_ARGS__)
-
-/* record one check; print its message if it failed */
-static bool
-check_at(bool ok, const char *file, int line, const char *fmt,...)
-{
-	va_list		ap;
-
-	if (ok)
-		return true;
-	if (unit_test_failures++ < UNIT_MAX_DIAGS)
-	{
-		printf("#   %s:%d: ", file, line);
-		va_start(ap, fmt);
-		vprintf(fmt, ap);
-		va_end(ap);
-		printf("\n");
-	}
-	else if (unit_test_failures == UNIT_MAX_DIAGS + 1)
-		printf("#   (further failures not shown)\n");
-	return false;
-}
 
 #endif							/* UNIT_CHECK_H */
