@@ -54,11 +54,15 @@ CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
 test/unit/test_core: test/unit/test_core.c $(CORE_HARNESS)
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
+# the persist-point crash simulator (see its header)
+test/unit/test_crashsim: test/unit/test_crashsim.c $(CORE_HARNESS)
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
+
 # so does the media-traffic model
 test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/pmh_media.c src/pmh_media.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
-UNIT_TESTS = test/unit/test_core test/unit/test_media
+UNIT_TESTS = test/unit/test_core test/unit/test_media test/unit/test_crashsim
 
 # run every unit test program even if an earlier one fails; each prints
 # its own "N passed, N failed" line (test/run_tests.sh adds them up)

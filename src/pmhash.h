@@ -125,6 +125,8 @@ typedef struct PmhashShared
 typedef struct PmhashLogLine
 {
 	uint16		pending;		/* slots holding an entry not yet relocated */
+	bool		zeroed;			/* zeroed for reuse in the mapping only: the
+								 * media may still hold its old entries */
 	int32		owner;			/* pgprocno of the backend appending to it, or -1 */
 } PmhashLogLine;
 

@@ -85,6 +85,7 @@ pmhash_log_new_chunk(PmhashShared *shared)
 	for (i = 0; i < PMHASH_LOG_CHUNK; i++)
 	{
 		lines[i].pending = 0;
+		lines[i].zeroed = false;
 		lines[i].owner = -1;
 	}
 	return dp;
@@ -445,6 +446,7 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 					continue;
 				/* what it held is relocated (or dead): start it empty */
 				memset(pmh_log_line(&local->pool, l), 0, PMH_LINE_BYTES);
+				chunk[k].zeroed = true;
 				chunk[k].owner = MyProc->pgprocno;
 				local->log_line = (int32) l;
 				local->log_used = 0;
@@ -819,7 +821,9 @@ pmhash_log_recover(PmhashIndex *idx)
  * deleted that entry and the server crashed before the slot was reused,
  * recovery would see a log entry that no segment holds and bring it back.
  * So clear (and persist) every released copy first, and have relocations
- * clear theirs while VACUUM runs.  Index lock shared.
+ * clear theirs while VACUUM runs.  A line zeroed for reuse shows zeros in
+ * the mapping while the media may still hold its old copies: flush it
+ * whole.  Index lock shared.
  */
 void
 pmhash_log_vacuum_begin(PmhashIndex *idx)
@@ -834,13 +838,13 @@ pmhash_log_vacuum_begin(PmhashIndex *idx)
 	for (l = 0; l < pmhash_log_nlines(shared); l++)
 	{
 		PmhEntry   *e = pmh_log_line(pool, l);
-		uint16		pending = pmhash_log_line_state(shared, l)->pending;
-		bool		dirty = false;
+		PmhashLogLine *ls = pmhash_log_line_state(shared, l);
+		bool		dirty = ls->zeroed;
 		int			s;
 
 		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
 		{
-			if ((pending & (1 << s)) || e[s].tag == 0)
+			if ((ls->pending & (1 << s)) || e[s].tag == 0)
 				continue;
 			e[s].tag = 0;
 			dirty = true;
@@ -854,6 +858,9 @@ pmhash_log_vacuum_begin(PmhashIndex *idx)
 		LWLockRelease(&shared->loglock);
 		pmhash_report_io_error(idx->rel, "clear backup log of");
 	}
+	/* only now are the zeros of reused lines on the media */
+	for (l = 0; l < pmhash_log_nlines(shared); l++)
+		pmhash_log_line_state(shared, l)->zeroed = false;
 	LWLockRelease(&shared->loglock);
 }
 

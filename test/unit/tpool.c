@@ -247,6 +247,7 @@ tpool_close(TPool *tp)
 	free(tp->role);
 	free(tp->freesegs);
 	free(tp->dir);
+	free(tp->log_exts);
 	memset(tp, 0, sizeof(*tp));
 }
 
@@ -454,26 +455,34 @@ tpool_lookup(TPool *tp, uint64 hash, uint64 **tags, int *cap)
 	return n;
 }
 
-/* byte-for-byte copy of a pool into a new pool file: a crash image */
+/* a new pool file holding "len" bytes from "bytes": a crash image */
 bool
-tpool_copy(TPool *dst, const TPool *src, const char *name)
+tpool_from_bytes(TPool *dst, const char *bytes, size_t len, const char *name)
 {
-	size_t		len;
+	size_t		maplen;
 	int			is_pmem;
 	char	   *base;
 
 	tpool_init_struct(dst, name);
-	base = pmem_map_file(dst->path, src->pool.mapped_len,
+	base = pmem_map_file(dst->path, len,
 						 PMEM_FILE_CREATE | PMEM_FILE_EXCL | PMEM_FILE_SPARSE,
-						 0600, &len, &is_pmem);
+						 0600, &maplen, &is_pmem);
 	if (!CHECKF(base != NULL, "pmem_map_file(%s): %s", dst->path, pmem_errormsg()))
 		return false;
-	memcpy(base, src->pool.base, src->pool.mapped_len);
+	memcpy(base, bytes, len);
 	dst->pool.base = base;
-	dst->pool.mapped_len = len;
+	dst->pool.mapped_len = maplen;
 	dst->pool.is_pmem = is_pmem;
 	dst->nseg = pmh_pool_nsegments(&dst->pool);
-	return CHECK(dst->nseg == src->nseg);
+	return CHECK(maplen == len);
+}
+
+/* byte-for-byte copy of a pool into a new pool file: a crash image */
+bool
+tpool_copy(TPool *dst, const TPool *src, const char *name)
+{
+	return tpool_from_bytes(dst, src->pool.base, src->pool.mapped_len, name) &&
+		CHECK(dst->nseg == src->nseg);
 }
 
 /*
@@ -509,6 +518,12 @@ tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
 		tp->nseg = nseg;
 		tpool_resize_meta(tp, 0, nseg);
 		tp->nfree = 0;
+		if (tp->log_exts == NULL)
+			tp->log_exts = pg_malloc(PMH_LOG_MAX_EXTS * sizeof(uint32));
+		for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+			tp->log_exts[i] = PMH_NO_SEGMENT;
+		tp->nlog_exts = res->log_exts;
+		tp->pool.log_ext_segs = tp->log_exts;
 		for (i = nseg; i > 0; i--)
 		{
 			uint32		s = (uint32) (i - 1);
@@ -537,6 +552,10 @@ tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
 				case PMH_SEG_LOG:
 					pmh_meta_reset(&tp->meta[s], h->word);
 					tp->role[s] = T_LOG;
+					if (CHECKF(pmh_segword_log_ext(h->word) < PMH_LOG_MAX_EXTS,
+							   "log segment %u has extension %u", s,
+							   pmh_segword_log_ext(h->word)))
+						tp->log_exts[pmh_segword_log_ext(h->word)] = s;
 					break;
 			}
 		}
@@ -1163,17 +1182,20 @@ tpool_relocate_all(TPool *tp, int *ndup)
 
 /*
  * What the server's log recovery (pmhash_log_recover) does after the
- * segments are recovered: every live backup-log slot whose entry the owning
- * segment does not hold goes back into that segment's D-bucket (a full
- * D-bucket is relocated first).  Returns the number of entries put back.
+ * segments are recovered: every live backup-log slot (of the fixed log and
+ * of the log segments recovery found) whose entry the owning segment does
+ * not hold goes back into that segment's D-bucket (a full D-bucket is
+ * relocated first).  Returns the number of entries put back.
  */
 int
 log_recover(TPool *tp)
 {
 	int			n = 0;
+	uint32		nslots = (PMH_LOG_LINES + tp->nlog_exts * PMH_LOG_EXT_LINES) *
+		PMH_BUCKET_SLOTS;
 	uint32		ls;
 
-	for (ls = 0; ls < PMH_LOG_SLOTS; ls++)
+	for (ls = 0; ls < nslots; ls++)
 	{
 		PmhEntry	e = *pmh_log_entry(&tp->pool, ls);
 		uint32		p;

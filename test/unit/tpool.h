@@ -62,6 +62,9 @@ typedef struct TPool
 	uint64		splits;
 	uint64		overflows_added;
 	uint64		grows;
+	uint32	   *log_exts;		/* segment of each log extension (set by
+								 * tpool_recover), or NULL */
+	uint32		nlog_exts;
 	PmhCallbacks cb;
 } TPool;
 
@@ -118,6 +121,7 @@ extern uint32 tpool_add_overflow(TPool *tp, uint32 segno);
 extern PmhInsertResult tpool_insert_ex(TPool *tp, uint64 hash, uint32 block, uint16 offset, int stop, uint32 *stopseg);
 extern PmhInsertResult tpool_insert(TPool *tp, uint64 hash, uint32 block, uint16 offset);
 extern int tpool_lookup(TPool *tp, uint64 hash, uint64 **tags, int *cap);
+extern bool tpool_from_bytes(TPool *dst, const char *bytes, size_t len, const char *name);
 extern bool tpool_copy(TPool *dst, const TPool *src, const char *name);
 extern int tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out, uint32 **owner_out);
 extern void model_add(Model *m, uint64 hash, uint32 block, uint16 offset);

@@ -1,0 +1,1069 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_crashsim.c
+ *	  The persist-point crash simulator: runs a workload of the core the way
+ *	  the server drives it (backup-log writes, D-buckets and relocation,
+ *	  splits and overflow chains, pool growth, backup-log reuse and growth,
+ *	  VACUUM) and, at every persist point, "crashes": it restarts from an
+ *	  image of what had reached the media, recovers it and checks it.
+ *
+ * The media image is a shadow copy of the pool kept through the choke
+ * point's flush hook (PmhPool.flush_hook hears every flushed range, rounded
+ * out to 64 B lines, and every fence): a flushed range is copied from the
+ * mapping when it is flushed and applied to the shadow at the next fence.
+ * Nothing else reaches the shadow, so a store that was never flushed, or
+ * flushed and never fenced, is lost in the crash.  Growing the pool file
+ * extends the shadow with zeros (the file's new space).
+ *
+ * At each persist point (a fence) the simulator checks two images:
+ *	- clean: the shadow right after the fence;
+ *	- torn: the shadow right before the fence, with every 8-byte word that
+ *	  differs from the mapping taken from the mapping or not at random: any
+ *	  subset of the flushed-but-not-fenced and of the never-flushed stores
+ *	  may have reached the media (an eviction can write back any dirty
+ *	  cache line at any time).  Taking words independently is harsher than
+ *	  real hardware, where a cache line reaches the media as a prefix of the
+ *	  stores made to it.
+ * Each image is written to a pool file, recovered (pmh_recover, then the
+ * backup log as the server's pmhash_log_recover does), every pending entry
+ * relocated, and then compared with the workload's record of every entry
+ * it ever made:
+ *	- an entry whose backup-log write had returned, and whose deletion had
+ *	  not started, is found exactly once (by walking the recovered metadata,
+ *	  and by pmh_lookup for a sample);
+ *	- an entry whose deletion had finished, or that was never written, is
+ *	  not found;
+ *	- an entry being written or deleted at the crash is found at most once;
+ *	- nothing else is found.  Only in a torn image may an entry pair a TID
+ *	  the workload made with a stale hash whose low byte matches (a new tag
+ *	  that reached the media without its hash): recheck rejects it in the
+ *	  server; the simulator counts these.
+ * Every 8th point it also crashes recovery itself: the image recovery
+ * leaves on the media (again through a shadow) must recover to the same
+ * entries.
+ *
+ * The server-side bookkeeping (which backup-log line a backend owns, which
+ * log slots are pending, VACUUM's clearing of released log slots) is
+ * mirrored here from src/pmhashlog.c and src/pmhashvacuum.c; every write to
+ * the pool is made by the core's own functions.  To make backup-log reuse
+ * and growth frequent, the workload uses only SIM_FIXED_LINES lines of the
+ * fixed log, then adds log segments, and when those are used up too,
+ * relocates every D-bucket (as the server does when its log may not grow).
+ *
+ * Usage: test_crashsim [--ops=N] [--seeds=N] [--every=K]
+ *	--ops    transactions and VACUUMs per workload (default 400)
+ *	--seeds  workloads with different random seeds (default 2)
+ *	--every  check every K-th persist point (default 1: all of them)
+ * PMH_TEST_SEED sets the first seed.  Output: "ok N - name" lines and a
+ * last line "N passed, N failed".  The documented long run is
+ *	test/unit/test_crashsim --ops=2000 --seeds=20
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pmh_core.h"
+#include "tpool.h"
+#include "unit_check.h"
+
+#include <errno.h>
+#include <stdlib.h>
+#include <unistd.h>
+
+/* lines of the fixed backup log the workload uses; then log segments */
+#define SIM_FIXED_LINES		4
+#define SIM_MAX_EXTS		2
+
+/* entries per transaction: 1 .. SIM_TXN_MAX (more than a line) */
+#define SIM_TXN_MAX			24
+
+/* every entry's TID is (id / SIM_TID_PER_BLOCK, id % SIM_TID_PER_BLOCK + 1) */
+#define SIM_TID_PER_BLOCK	100
+
+/* pmh_lookup checks per image (live entries, then deleted ones) */
+#define SIM_LOOKUPS			24
+
+/* what the workload has done with an entry */
+typedef enum SimState
+{
+	SIM_NONE = 0,				/* made up, never written */
+	SIM_WRITING,				/* its backup-log write is under way */
+	SIM_LIVE,					/* persistent: must survive any crash */
+	SIM_DELETING,				/* its deletion is under way */
+	SIM_DELETED					/* deleted: must never come back */
+} SimState;
+
+typedef struct SimEntry
+{
+	uint64		hash;
+	uint8		state;			/* SimState */
+	bool		doomed;			/* the running VACUUM deletes it */
+} SimEntry;
+
+/* a flushed range waiting for the next fence, with the bytes it flushed */
+typedef struct PendRange
+{
+	uint64		off;
+	size_t		len;
+	char	   *data;
+} PendRange;
+
+/* the media image of one pool: what was flushed and fenced */
+typedef struct Shadow
+{
+	TPool	   *tp;				/* the pool whose flushes it hears */
+	char	   *img;
+	size_t		len;
+	PendRange  *pend;
+	int			npend;
+	int			cappend;
+	uint64		points;			/* fences so far */
+	bool		drop_log;		/* mutation: lose every flush of the log */
+	void		(*at_fence) (struct Shadow *sh, const char *before);
+} Shadow;
+
+/* one workload and its record */
+typedef struct Sim
+{
+	TPool		tp;
+	Shadow		sh;
+	SimEntry   *e;
+	uint32		ne;
+	uint32		cape;
+	uint64		hot_hash;		/* a key with many rows: overflow chains */
+	/* backup-log bookkeeping (shared memory in the server) */
+	uint16		pending[SIM_FIXED_LINES + SIM_MAX_EXTS * PMH_LOG_EXT_LINES];
+	bool		zeroed[SIM_FIXED_LINES + SIM_MAX_EXTS * PMH_LOG_EXT_LINES];
+	int			nlines;			/* usable lines */
+	int			own_line;		/* the line this "backend" owns, or -1 */
+	int			own_used;
+	uint32		exts[PMH_LOG_MAX_EXTS];
+	uint32		nexts;
+	/* crash checking */
+	int			every;
+	uint64		checked;
+	uint64		franken;		/* torn entries seen (allowed in torn images) */
+	uint64		double_crashes;
+	uint64		recovered_pending;	/* log entries recovery put back */
+	uint64		orphans;		/* half-done splits/overflows recovery undid */
+	uint64		lost;			/* live entries a crash image lacked */
+	uint64		back;			/* deleted entries a crash image held */
+	bool		keep_zeroed;	/* mutation: VACUUM leaves reused lines be */
+} Sim;
+
+static Sim *g_sim;
+
+/* ---------------------------------------------------------------------
+ * The shadow image
+ * ---------------------------------------------------------------------
+ */
+
+/* extend the shadow with zeros to the pool's current length */
+static void
+shadow_fit(Shadow *sh)
+{
+	size_t		len = sh->tp->pool.mapped_len;
+
+	if (len <= sh->len)
+		return;
+	sh->img = pg_realloc(sh->img, len);
+	memset(sh->img + sh->len, 0, len - sh->len);
+	sh->len = len;
+}
+
+/* PmhPool.flush_hook: remember a flushed range, or apply them at a fence */
+static void
+shadow_hook(void *arg, uint64 off, size_t len)
+{
+	Shadow	   *sh = (Shadow *) arg;
+	char	   *before = NULL;
+	int			i;
+
+	shadow_fit(sh);
+	if (len > 0)
+	{
+		PendRange  *r;
+
+		if (sh->drop_log && off >= PMH_LOG_OFFSET && off < PMH_SEG_OFFSET)
+			return;
+		if (!CHECKF(off + len <= sh->tp->pool.mapped_len,
+					"flush of [%llu, +%zu) past the end of the pool",
+					(unsigned long long) off, len))
+			return;
+		if (sh->npend == sh->cappend)
+		{
+			sh->cappend = Max(16, sh->cappend * 2);
+			sh->pend = pg_realloc(sh->pend, sh->cappend * sizeof(PendRange));
+		}
+		r = &sh->pend[sh->npend++];
+		r->off = off;
+		r->len = len;
+		r->data = pg_malloc(len);
+		memcpy(r->data, sh->tp->pool.base + off, len);
+		return;
+	}
+
+	sh->points++;
+	if (sh->at_fence)
+	{
+		before = pg_malloc(sh->len);
+		memcpy(before, sh->img, sh->len);
+	}
+	for (i = 0; i < sh->npend; i++)
+	{
+		memcpy(sh->img + sh->pend[i].off, sh->pend[i].data, sh->pend[i].len);
+		free(sh->pend[i].data);
+	}
+	sh->npend = 0;
+	if (sh->at_fence)
+	{
+		sh->at_fence(sh, before);
+		free(before);
+	}
+}
+
+/* start shadowing a pool whose mapping is all on the media now */
+static void
+shadow_start(Shadow *sh, TPool *tp)
+{
+	memset(sh, 0, sizeof(*sh));
+	sh->tp = tp;
+	shadow_fit(sh);
+	memcpy(sh->img, tp->pool.base, sh->len);
+	tp->pool.flush_hook = shadow_hook;
+	tp->pool.flush_hook_arg = sh;
+}
+
+/* stop shadowing and free the image */
+static void
+shadow_stop(Shadow *sh)
+{
+	int			i;
+
+	if (sh->tp)
+	{
+		sh->tp->pool.flush_hook = NULL;
+		sh->tp->pool.flush_hook_arg = NULL;
+	}
+	for (i = 0; i < sh->npend; i++)
+		free(sh->pend[i].data);
+	free(sh->pend);
+	free(sh->img);
+	memset(sh, 0, sizeof(*sh));
+}
+
+/* ---------------------------------------------------------------------
+ * Checking a crash image
+ * ---------------------------------------------------------------------
+ */
+
+/* the TID of entry id, as one number (see tid_of) */
+static uint64
+sim_tid(uint32 id)
+{
+	return tid_of(id / SIM_TID_PER_BLOCK, (uint16) (id % SIM_TID_PER_BLOCK + 1));
+}
+
+/* the entry id of a TID, or UINT32_MAX if the workload never made it */
+static uint32
+sim_id(const Sim *sim, uint64 tag)
+{
+	uint64		block = pmh_tag_block(tag);
+	uint16		offset = pmh_tag_offset(tag);
+	uint64		id;
+
+	if (offset == 0 || offset > SIM_TID_PER_BLOCK)
+		return UINT32_MAX;
+	id = block * SIM_TID_PER_BLOCK + offset - 1;
+	return id < sim->ne ? (uint32) id : UINT32_MAX;
+}
+
+static const char *const state_names[] = {
+	"never written", "being written", "live", "being deleted", "deleted"
+};
+
+/*
+ * Collect what a recovered pool holds (every live slot of every primary and
+ * its chain, by the recovered metadata) into seen[] per entry id, checking
+ * each against the record.  Returns false if a check failed.
+ */
+static bool
+collect_entries(Sim *sim, TPool *rec, uint8 *seen, bool torn,
+				const char *what)
+{
+	uint64		s;
+	bool		ok = true;
+
+	for (s = 0; s < rec->nseg; s++)
+	{
+		uint64		owner;
+		uint32		c;
+		int			steps = 0;
+
+		if (rec->role[s] != T_PRIMARY)
+			continue;
+		owner = rec->meta[s].word;
+		for (c = (uint32) s; c != PMH_NO_SEGMENT && steps++ <= (int) rec->nseg;
+			 c = rec->meta[c].ovf_next)
+		{
+			const PmhEntry *ent = pmh_seg_entries(&rec->pool, c);
+			int			b;
+
+			for (b = 0; b < PMH_SEG_BUCKETS; b++)
+			{
+				uint16		occ = rec->meta[c].occ[b];
+
+				while (occ)
+				{
+					int			k = __builtin_ctz(occ);
+					const PmhEntry *x = &ent[b * PMH_BUCKET_SLOTS + k];
+					uint32		id = sim_id(sim, x->tag);
+
+					occ &= occ - 1;
+					ok &= CHECKF(pmh_entry_is_live(x, owner),
+								 "%s: segment %u slot %d marked occupied, not live",
+								 what, c, b * PMH_BUCKET_SLOTS + k);
+					if (!CHECKF(id != UINT32_MAX,
+								"%s: entry %016llx/%016llx has a TID the workload never made",
+								what, (unsigned long long) x->hash,
+								(unsigned long long) x->tag))
+					{
+						ok = false;
+						continue;
+					}
+					if (x->hash != sim->e[id].hash)
+					{
+						ok &= CHECKF(torn && pmh_fingerprint(x->hash) ==
+									 pmh_fingerprint(sim->e[id].hash),
+									 "%s: entry %u found with hash %016llx, made with %016llx",
+									 what, id, (unsigned long long) x->hash,
+									 (unsigned long long) sim->e[id].hash);
+						sim->franken++;
+						continue;
+					}
+					if (sim->e[id].state == SIM_NONE ||
+						sim->e[id].state == SIM_DELETED)
+					{
+						sim->back++;
+						ok &= CHECKF(false, "%s: entry %u (%s) is back", what,
+									 id, state_names[sim->e[id].state]);
+					}
+					ok &= CHECKF(seen[id] == 0, "%s: entry %u found twice",
+								 what, id);
+					seen[id]++;
+				}
+			}
+		}
+	}
+	return ok;
+}
+
+/* every live entry was seen once; a sample found by pmh_lookup */
+static bool
+check_record(Sim *sim, TPool *rec, const uint8 *seen, const char *what)
+{
+	uint64	   *tags = NULL;
+	int			cap = 0;
+	uint32		id;
+	bool		ok = true;
+	int			i;
+
+	for (id = 0; id < sim->ne; id++)
+	{
+		if (sim->e[id].state != SIM_LIVE || seen[id] == 1)
+			continue;
+		sim->lost++;
+		ok &= CHECKF(false, "%s: live entry %u (hash %016llx) is lost",
+					 what, id, (unsigned long long) sim->e[id].hash);
+	}
+
+	for (i = 0; i < SIM_LOOKUPS && sim->ne > 0; i++)
+	{
+		uint32		j = (uint32) (rnd() % sim->ne);
+		uint64		want = sim_tid(j);
+		int			n;
+		int			k;
+		int			hits = 0;
+
+		if (sim->e[j].state != SIM_LIVE && sim->e[j].state != SIM_DELETED)
+			continue;
+		n = tpool_lookup(rec, sim->e[j].hash, &tags, &cap);
+		for (k = 0; k < n; k++)
+			hits += tid_of_tag(tags[k]) == want;
+		ok &= CHECKF(hits == (sim->e[j].state == SIM_LIVE ? 1 : 0),
+					 "%s: pmh_lookup finds %s entry %u %d times", what,
+					 state_names[sim->e[j].state], j, hits);
+	}
+	free(tags);
+	return ok;
+}
+
+/*
+ * Recover an image as the server does after a crash and compare it with
+ * the record.  With "seen_out", the entry counts are returned (the caller
+ * frees them).  With "crash_recovery", recovery runs under a shadow of its
+ * own and the image it leaves on the media is recovered and checked too.
+ */
+static bool
+check_image(Sim *sim, const char *bytes, size_t len, bool torn,
+			bool crash_recovery, uint8 **seen_out, const char *what)
+{
+	TPool		rec;
+	Shadow		rsh;
+	PmhRecoveryResult res;
+	uint8	   *seen;
+	bool		ok;
+	int			ndup;
+	int			rc;
+
+	if (!tpool_from_bytes(&rec, bytes, len, "crash"))
+		return false;
+	memset(&rsh, 0, sizeof(rsh));
+	if (crash_recovery)
+		shadow_start(&rsh, &rec);
+	rc = tpool_recover(&rec, &res, NULL, NULL);
+	if (!CHECKF(rc == 0, "%s: recovery failed: %s", what, res.error))
+	{
+		shadow_stop(&rsh);
+		tpool_close(&rec);
+		return false;
+	}
+	sim->orphans += res.orphans_cleared;
+	if (crash_recovery)
+	{
+		uint8	   *seen2 = NULL;
+		char		what2[160];
+
+		/* crash right after pmh_recover: what it changed must be on the media */
+		shadow_fit(&rsh);
+		snprintf(what2, sizeof(what2), "%s, crashed after recovery", what);
+		(void) check_image(sim, rsh.img, rsh.len, false, false, &seen2, what2);
+		free(seen2);
+		sim->double_crashes++;
+	}
+	shadow_stop(&rsh);
+	(void) check_structure(&rec, what);
+	sim->recovered_pending += log_recover(&rec);
+	(void) tpool_relocate_all(&rec, &ndup);
+	(void) check_structure(&rec, what);
+
+	seen = pg_malloc0(Max(sim->ne, 1));
+	ok = collect_entries(sim, &rec, seen, torn, what);
+	ok &= check_record(sim, &rec, seen, what);
+	if (seen_out)
+		*seen_out = seen;
+	else
+		free(seen);
+	tpool_close(&rec);
+	return ok;
+}
+
+/* Shadow.at_fence: check the torn image before and the clean image after */
+static void
+sim_at_fence(Shadow *sh, const char *before)
+{
+	Sim		   *sim = g_sim;
+	char	   *torn;
+	const uint64 *live = (const uint64 *) sh->tp->pool.base;
+	uint64	   *t;
+	size_t		i;
+	char		what[128];
+
+	if (sh->points % (uint64) sim->every != 0 || unit_test_failures > 0)
+		return;
+	sim->checked++;
+
+	/* torn: any subset of the words not yet fenced reached the media */
+	torn = pg_malloc(sh->len);
+	memcpy(torn, before, sh->len);
+	t = (uint64 *) torn;
+	for (i = 0; i < sh->len / sizeof(uint64); i++)
+		if (t[i] != live[i] && (rnd() & 1))
+			t[i] = live[i];
+	snprintf(what, sizeof(what), "persist point %llu, torn",
+			 (unsigned long long) sh->points);
+	(void) check_image(sim, torn, sh->len, true, false, NULL, what);
+	free(torn);
+
+	snprintf(what, sizeof(what), "persist point %llu",
+			 (unsigned long long) sh->points);
+	(void) check_image(sim, sh->img, sh->len, false, sh->points % 8 == 0,
+					   NULL, what);
+}
+
+/* ---------------------------------------------------------------------
+ * The workload, driven the way the server drives the core
+ * ---------------------------------------------------------------------
+ */
+
+/* the backup-log line number of usable line i */
+static uint32
+sim_line(int i)
+{
+	return i < SIM_FIXED_LINES ? (uint32) i :
+		PMH_LOG_LINES + (uint32) (i - SIM_FIXED_LINES);
+}
+
+/* the usable line of a log slot */
+static int
+sim_line_index(uint32 logslot)
+{
+	uint32		line = logslot / PMH_BUCKET_SLOTS;
+
+	return line < PMH_LOG_LINES ? (int) line :
+		SIM_FIXED_LINES + (int) (line - PMH_LOG_LINES);
+}
+
+/*
+ * Release log slots whose entries are in a segment now, or gone; with
+ * "zero" their tags are cleared and persisted first (pmhash_log_release).
+ */
+static void
+sim_release(Sim *sim, const uint32 *slots, int n, bool zero)
+{
+	int			i;
+
+	if (zero && n > 0)
+	{
+		pmh_batch_begin(&sim->tp.pool);
+		for (i = 0; i < n; i++)
+		{
+			PmhEntry   *e = pmh_log_entry(&sim->tp.pool, slots[i]);
+
+			e->tag = 0;
+			(void) pmh_persist(&sim->tp.pool, &e->tag, sizeof(uint64));
+		}
+		CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "clearing log slots: %m");
+	}
+	for (i = 0; i < n; i++)
+	{
+		int			l = sim_line_index(slots[i]);
+		uint16		bit = (uint16) (1 << (slots[i] % PMH_BUCKET_SLOTS));
+
+		CHECKF(sim->pending[l] & bit, "log slot %u released twice", slots[i]);
+		sim->pending[l] &= (uint16) ~bit;
+	}
+}
+
+/* relocate primary p's D-bucket, splitting or extending it as told */
+static void
+sim_relocate(Sim *sim, uint32 p)
+{
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel = 0;
+	int			ndup = 0;
+	PmhInsertResult r;
+
+	r = pmh_relocate(&sim->tp.pool, &sim->tp.cb, p, false, released, &nrel,
+					 &ndup);
+	CHECKF(ndup == 0, "relocation of %u found %d duplicates", p, ndup);
+	sim_release(sim, released, nrel, false);
+	if (r == PMH_INSERT_SPLIT)
+		(void) tpool_split(&sim->tp, p);
+	else if (r == PMH_INSERT_OVERFLOW)
+		(void) tpool_add_overflow(&sim->tp, p);
+	else
+		CHECKF(r == PMH_INSERT_DONE, "pmh_relocate(%u): %d: %m", p, (int) r);
+}
+
+/* relocate every D-bucket (the server's pmhash_relocate_all) */
+static void
+sim_relocate_all(Sim *sim)
+{
+	int			round;
+
+	for (round = 0; round < 1000; round++)
+	{
+		bool		any = false;
+		uint64		s;
+
+		for (s = 0; s < sim->tp.nseg; s++)
+		{
+			if (sim->tp.role[s] != T_PRIMARY || sim->tp.meta[s].npending == 0)
+				continue;
+			any = true;
+			sim_relocate(sim, (uint32) s);
+		}
+		if (!any || unit_test_failures > 0)
+			return;
+	}
+}
+
+/* put an entry whose log copy is persistent into its D-bucket */
+static void
+sim_place(Sim *sim, uint64 hash, uint64 tag, uint32 logslot)
+{
+	int			round;
+
+	for (round = 0; round < 100 && unit_test_failures == 0; round++)
+	{
+		uint32		p = sim->tp.dir[pmh_dir_index(hash, sim->tp.gd)];
+
+		if (sim->tp.meta[p].npending < PMH_DBUCKET_SLOTS)
+		{
+			pmh_pending_add(&sim->tp.meta[p], hash, tag, logslot);
+			return;
+		}
+		sim_relocate(sim, p);
+	}
+	CHECKF(false, "placing %016llx did not finish", (unsigned long long) hash);
+}
+
+/* add log segment number sim->nexts (pmhash_log_add_extension) */
+static void
+sim_add_log_segment(Sim *sim)
+{
+	uint32		segno;
+
+	if (!tpool_ensure_free(&sim->tp, 1))
+		return;
+	segno = cb_alloc_segment(&sim->tp);
+	if (!CHECKF(segno != PMH_NO_SEGMENT, "no free segment for the log"))
+		return;
+	CHECKF(pmh_add_log_segment(&sim->tp.pool, segno, sim->nexts) == 0,
+		   "pmh_add_log_segment: %m");
+	pmh_meta_reset(&sim->tp.meta[segno], pmh_segword_make_log(sim->nexts));
+	sim->tp.role[segno] = T_LOG;
+	sim->exts[sim->nexts++] = segno;
+	sim->nlines += PMH_LOG_EXT_LINES;
+}
+
+/*
+ * Reserve n slots in this backend's line (pmhash_log_reserve): take a free
+ * line if it owns none with room (zeroing it without a flush), growing the
+ * log or relocating everything when none is free.  Returns the usable line
+ * and its first reserved slot.
+ */
+static int
+sim_reserve(Sim *sim, int n, int *first)
+{
+	int			attempt;
+
+	if (sim->own_line >= 0 && sim->own_used + n <= PMH_BUCKET_SLOTS)
+	{
+		*first = sim->own_used;
+		goto reserve;
+	}
+	sim->own_line = -1;
+	for (attempt = 0; attempt < 3; attempt++)
+	{
+		int			i;
+
+		for (i = 0; i < sim->nlines; i++)
+		{
+			if (sim->pending[i] != 0)
+				continue;
+			memset(pmh_log_line(&sim->tp.pool, sim_line(i)), 0, PMH_LINE_BYTES);
+			sim->zeroed[i] = true;
+			sim->own_line = i;
+			sim->own_used = 0;
+			*first = 0;
+			goto reserve;
+		}
+		if (sim->nexts < SIM_MAX_EXTS)
+			sim_add_log_segment(sim);
+		else
+			sim_relocate_all(sim);
+	}
+	CHECKF(false, "no free backup-log line");
+	return -1;
+
+reserve:
+	sim->pending[sim->own_line] |= (uint16) (((1 << n) - 1) << *first);
+	sim->own_used += n;
+	return sim->own_line;
+}
+
+/* a new entry of the record; returns its id */
+static uint32
+sim_new_entry(Sim *sim, uint64 hash)
+{
+	if (sim->ne == sim->cape)
+	{
+		sim->cape = Max(1024, sim->cape * 2);
+		sim->e = pg_realloc(sim->e, sim->cape * sizeof(SimEntry));
+	}
+	sim->e[sim->ne].hash = hash;
+	sim->e[sim->ne].state = SIM_NONE;
+	sim->e[sim->ne].doomed = false;
+	return sim->ne++;
+}
+
+/*
+ * A committing transaction of n entries: its collecting log is written to
+ * the backup log a line's room at a time (pmhash_log_flush), each write
+ * followed by placing its entries into their D-buckets.
+ */
+static void
+sim_transaction(Sim *sim, int n)
+{
+	uint32		ids[SIM_TXN_MAX];
+	int			done = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		uint64		h = rnd() % 8 < 3 ? sim->hot_hash : rnd();
+
+		ids[i] = sim_new_entry(sim, h);
+	}
+	while (done < n && unit_test_failures == 0)
+	{
+		int			room = sim->own_line >= 0 ? PMH_BUCKET_SLOTS - sim->own_used : 0;
+		int			k = Min(n - done, room > 0 ? room : PMH_BUCKET_SLOTS);
+		PmhEntry	ents[PMH_BUCKET_SLOTS];
+		int			first;
+		int			l = sim_reserve(sim, k, &first);
+		uint32		line;
+
+		if (l < 0)
+			return;
+		line = sim_line(l);
+		for (i = 0; i < k; i++)
+		{
+			SimEntry   *e = &sim->e[ids[done + i]];
+			uint64		tid = sim_tid(ids[done + i]);
+
+			ents[i].hash = e->hash;
+			ents[i].tag = pmh_tag_make(e->hash, (uint32) (tid >> 16),
+									   (uint16) tid);
+			e->state = SIM_WRITING;
+		}
+		CHECKF(pmh_log_write(&sim->tp.pool, line, first, ents, k) == 0,
+			   "pmh_log_write: %m");
+		for (i = 0; i < k; i++)
+			sim->e[ids[done + i]].state = SIM_LIVE;
+		for (i = 0; i < k; i++)
+			sim_place(sim, ents[i].hash, ents[i].tag,
+					  line * PMH_BUCKET_SLOTS + (uint32) (first + i));
+		if (sim->own_used == PMH_BUCKET_SLOTS)
+			sim->own_line = -1;
+		done += k;
+	}
+}
+
+/* is the entry of this tag doomed by the running VACUUM? */
+static bool
+sim_doomed(Sim *sim, uint64 tag)
+{
+	uint32		id = sim_id(sim, tag);
+
+	return id != UINT32_MAX && sim->e[id].doomed;
+}
+
+/* VACUUM's pass over one segment: delete the doomed entries bucket by bucket */
+static void
+sim_vacuum_segment(Sim *sim, uint32 s)
+{
+	PmhSegMeta *meta = &sim->tp.meta[s];
+	const PmhEntry *ent = pmh_seg_entries(&sim->tp.pool, s);
+	int			b;
+
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		ids[PMH_BUCKET_SLOTS];
+		uint16		dead = 0;
+		int			n = 0;
+		int			k;
+
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		{
+			uint64		tag = ent[b * PMH_BUCKET_SLOTS + k].tag;
+
+			if ((meta->occ[b] & (1 << k)) && sim_doomed(sim, tag))
+			{
+				dead |= (uint16) (1 << k);
+				ids[n++] = sim_id(sim, tag);
+			}
+		}
+		if (n == 0)
+			continue;
+		for (k = 0; k < n; k++)
+			sim->e[ids[k]].state = SIM_DELETING;
+		CHECKF(pmh_delete_slots(&sim->tp.pool, meta, s, b, dead) == 0,
+			   "pmh_delete_slots: %m");
+		for (k = 0; k < n; k++)
+			sim->e[ids[k]].state = SIM_DELETED;
+	}
+}
+
+/*
+ * VACUUM (pmhashbulkdelete): doom a random share of the live entries, clear
+ * the released backup-log copies and flush the lines zeroed for reuse
+ * (pmhash_log_vacuum_begin), then, segment
+ * by segment, drop doomed entries from the D-bucket (releasing their log
+ * slots with their tags cleared) and from the segment and its chain.
+ */
+static void
+sim_vacuum(Sim *sim, int percent)
+{
+	uint32		id;
+	uint64		s;
+	int			i;
+
+	for (id = 0; id < sim->ne; id++)
+		sim->e[id].doomed = sim->e[id].state == SIM_LIVE &&
+			(int) (rnd() % 100) < percent;
+
+	pmh_batch_begin(&sim->tp.pool);
+	for (i = 0; i < sim->nlines; i++)
+	{
+		PmhEntry   *e = pmh_log_line(&sim->tp.pool, sim_line(i));
+		bool		dirty = sim->zeroed[i] && !sim->keep_zeroed;
+		int			k;
+
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		{
+			if ((sim->pending[i] & (1 << k)) || e[k].tag == 0)
+				continue;
+			e[k].tag = 0;
+			dirty = true;
+		}
+		if (dirty)
+			(void) pmh_persist(&sim->tp.pool, e, PMH_LINE_BYTES);
+	}
+	CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "clearing the backup log: %m");
+	memset(sim->zeroed, 0, sizeof(sim->zeroed));
+
+	for (s = 0; s < sim->tp.nseg && unit_test_failures == 0; s++)
+	{
+		PmhSegMeta *meta = &sim->tp.meta[s];
+		uint32		slots[PMH_DBUCKET_SLOTS];
+		uint32		ids[PMH_DBUCKET_SLOTS];
+		int			n = 0;
+		uint32		c;
+		uint32		j = 0;
+
+		if (sim->tp.role[s] != T_PRIMARY)
+			continue;
+		while (j < meta->npending)
+		{
+			if (sim_doomed(sim, meta->pending[j].tag))
+			{
+				ids[n] = sim_id(sim, meta->pending[j].tag);
+				sim->e[ids[n]].state = SIM_DELETING;
+				slots[n++] = meta->pending[j].logslot;
+				pmh_pending_remove(meta, (int) j);
+			}
+			else
+				j++;
+		}
+		sim_release(sim, slots, n, true);
+		for (i = 0; i < n; i++)
+			sim->e[ids[i]].state = SIM_DELETED;
+		for (c = (uint32) s; c != PMH_NO_SEGMENT; c = sim->tp.meta[c].ovf_next)
+			sim_vacuum_segment(sim, c);
+	}
+	for (id = 0; id < sim->ne; id++)
+	{
+		CHECKF(!sim->e[id].doomed || sim->e[id].state == SIM_DELETED,
+			   "VACUUM missed entry %u (%s)", id, state_names[sim->e[id].state]);
+		sim->e[id].doomed = false;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Tests
+ * ---------------------------------------------------------------------
+ */
+
+static int	g_ops = 400;
+static int	g_every = 1;
+
+/*
+ * One workload of "ops" operations, crashed at every persist point (or
+ * every --every-th): transactions of 1 .. SIM_TXN_MAX entries, one in eight
+ * rows under one hot key, and now and then a VACUUM of 10 % or 50 % of the
+ * live entries.  With drop_log, the shadow loses every flush of the backup
+ * log (a missing flush); with keep_zeroed, VACUUM does not flush the lines
+ * zeroed for reuse.  Returns the live entries crash images lacked, and in
+ * *back the deleted ones they held.
+ */
+static uint64
+run_workload(int ops, bool drop_log, bool keep_zeroed, uint64 *back)
+{
+	uint64		lost;
+	Sim		   *sim = pg_malloc0(sizeof(Sim));
+	int			op;
+	double		t0 = now_seconds();
+
+	g_sim = sim;
+	sim->every = g_every;
+	sim->own_line = -1;
+	sim->nlines = SIM_FIXED_LINES;
+	sim->hot_hash = rnd();
+	if (!tpool_create(&sim->tp, "crashsim", 2))
+		goto done;
+	for (op = 0; op < PMH_LOG_MAX_EXTS; op++)
+		sim->exts[op] = PMH_NO_SEGMENT;
+	sim->tp.pool.log_ext_segs = sim->exts;
+	shadow_start(&sim->sh, &sim->tp);
+	sim->sh.at_fence = sim_at_fence;
+	sim->sh.drop_log = drop_log;
+	sim->keep_zeroed = keep_zeroed;
+
+	for (op = 0; op < ops && unit_test_failures == 0; op++)
+	{
+		if (op % 50 == 49)
+			sim_vacuum(sim, op == 349 ? 50 : 10);
+		else
+			sim_transaction(sim, 1 + (int) (rnd() % SIM_TXN_MAX));
+	}
+	/* and finally everything into the segments */
+	if (unit_test_failures == 0)
+		sim_relocate_all(sim);
+
+	{
+		uint64		nprim;
+		uint64		novf;
+		uint32		id;
+		uint64		live = 0;
+
+		tpool_count(&sim->tp, &nprim, &novf);
+		for (id = 0; id < sim->ne; id++)
+			live += sim->e[id].state == SIM_LIVE;
+		printf("#   %llu persist points, %llu checked (x2: clean and torn), "
+			   "%llu crashed recoveries; %u entries made, %llu live; "
+			   "%llu primaries, %llu overflow segments, %u log segments, "
+			   "%llu splits; recovery re-queued %llu log entries and undid %llu "
+			   "half-done splits/overflows; %llu torn entries; %.1f s\n",
+			   (unsigned long long) sim->sh.points,
+			   (unsigned long long) sim->checked,
+			   (unsigned long long) sim->double_crashes, sim->ne,
+			   (unsigned long long) live, (unsigned long long) nprim,
+			   (unsigned long long) novf, sim->nexts,
+			   (unsigned long long) sim->tp.splits,
+			   (unsigned long long) sim->recovered_pending,
+			   (unsigned long long) sim->orphans,
+			   (unsigned long long) sim->franken, now_seconds() - t0);
+		/* the workload must have exercised what it is for */
+		CHECKF(drop_log || keep_zeroed ||
+			   (sim->sh.points > 100 && sim->tp.splits > 0 && novf > 0 &&
+				sim->nexts > 0 && sim->recovered_pending > 0 &&
+				sim->orphans > 0),
+			   "the workload did not reach splits, overflow chains, log "
+			   "segments, log recovery and half-done splits");
+	}
+	shadow_stop(&sim->sh);
+done:
+	lost = sim->lost;
+	if (back)
+		*back = sim->back;
+	tpool_close(&sim->tp);
+	free(sim->e);
+	free(sim);
+	g_sim = NULL;
+	return lost;
+}
+
+/* report the running test's result */
+static void
+report(const char *name, int i)
+{
+	ntests++;
+	if (unit_test_failures == 0)
+	{
+		npassed++;
+		printf("ok %d - %s %d\n", ntests, name, i);
+	}
+	else
+	{
+		nfailed++;
+		printf("not ok %d - %s %d\n", ntests, name, i);
+	}
+	fflush(stdout);
+}
+
+/*
+ * The simulator must see a missing flush: with the backup log's flushes
+ * dropped from the shadow (their fences kept), a crash image must lack
+ * entries that were acknowledged.
+ */
+static void
+test_sees_missing_flush(void)
+{
+	uint64		lost;
+
+	printf("# mutation: the backup log's flushes never reach the shadow; "
+		   "the next failure messages are expected\n");
+	lost = run_workload(20, true, false, NULL);
+	printf("# mutation: %llu lost entries reported\n", (unsigned long long) lost);
+	unit_test_failures = 0;
+	CHECKF(lost > 0, "the simulator did not notice that no log write was flushed");
+}
+
+/*
+ * A line taken for reuse is zeroed in the mapping only; its old entries
+ * stay on the media.  If VACUUM judged such a line by the mapping (no tag:
+ * nothing to clear), it would delete entries whose copies a crash brings
+ * back from the log.  The simulator found this; VACUUM now flushes the
+ * zeroed lines whole.  Without that flush, deleted entries must come back.
+ */
+static void
+test_sees_unflushed_reuse(void)
+{
+	uint64		back = 0;
+
+	printf("# mutation: VACUUM does not flush lines zeroed for reuse; "
+		   "the next failure messages are expected\n");
+	(void) run_workload(g_ops, false, true, &back);
+	printf("# mutation: %llu deleted entries came back\n",
+		   (unsigned long long) back);
+	unit_test_failures = 0;
+	CHECKF(back > 0, "the simulator did not notice unflushed zeros of reused lines");
+}
+
+int
+main(int argc, char **argv)
+{
+	static const Scale scale = {"flush", 1, 0, 0, 0, 0, 0, 0, false};
+	int			nseeds = 2;
+	int			i;
+	const char *seed = getenv("PMH_TEST_SEED");
+	const char *tmp = getenv("TMPDIR");
+
+	for (i = 1; i < argc; i++)
+	{
+		if (strncmp(argv[i], "--ops=", 6) == 0)
+			g_ops = atoi(argv[i] + 6);
+		else if (strncmp(argv[i], "--seeds=", 8) == 0)
+			nseeds = atoi(argv[i] + 8);
+		else if (strncmp(argv[i], "--every=", 8) == 0)
+			g_every = Max(1, atoi(argv[i] + 8));
+		else
+		{
+			fprintf(stderr, "usage: %s [--ops=N] [--seeds=N] [--every=K]\n",
+					argv[0]);
+			return 2;
+		}
+	}
+	setenv("PMEM_IS_PMEM_FORCE", "1", 1);
+	S = &scale;
+	if (seed)
+		g_seed = strtoull(seed, NULL, 0);
+	snprintf(g_tmpdir, sizeof(g_tmpdir), "%s/pmh_crashsim_XXXXXX",
+			 access("/dev/shm", W_OK) == 0 ? "/dev/shm" : (tmp ? tmp : "/tmp"));
+	if (mkdtemp(g_tmpdir) == NULL)
+	{
+		fprintf(stderr, "mkdtemp(%s): %s\n", g_tmpdir, strerror(errno));
+		return 2;
+	}
+	printf("# crash simulator: seed %llu, %d ops per workload, every %d-th persist point\n",
+		   (unsigned long long) g_seed, g_ops, g_every);
+	for (i = 0; i < nseeds; i++)
+	{
+		unit_test_failures = 0;
+		g_rng = g_seed ^ ((uint64) (i + 1) * UINT64CONST(0x100000001B3));
+		(void) run_workload(g_ops, false, false, NULL);
+		report("crash at every persist point, workload", i + 1);
+	}
+	unit_test_failures = 0;
+	g_rng = g_seed;
+	test_sees_missing_flush();
+	report("a missing flush is caught, workload", 1);
+	unit_test_failures = 0;
+	g_rng = g_seed ^ UINT64CONST(0x100000001B3);
+	test_sees_unflushed_reuse();
+	report("unflushed zeros of a reused log line are caught, workload", 1);
+	rmdir(g_tmpdir);
+	printf("%d passed, %d failed\n", npassed, nfailed);
+	return nfailed == 0 ? 0 : 1;
+}
