@@ -17,7 +17,8 @@ OBJS = \
 	src/pmhashshmem.o \
 	src/pmhashstats.o \
 	src/pmhashvacuum.o \
-	src/pmhashvalidate.o
+	src/pmhashvalidate.o \
+	src/pmhashworker.o
 
 EXTENSION = pmhash
 DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql

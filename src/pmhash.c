@@ -102,6 +102,17 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("pmhash.prewarm",
+							 "Loads every pmhash index into shared memory in the background after a start.",
+							 "A background worker per database rebuilds the directories and "
+							 "fingerprints after every server start and crash reinitialisation, "
+							 "so that the first query does not wait for it.",
+							 &pmhash_prewarm,
+							 true,
+							 PGC_POSTMASTER,
+							 0,
+							 NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("pmhash");
 
 	pmhash_relopt_kind = add_reloption_kind();
@@ -109,6 +120,7 @@ _PG_init(void)
 
 	pmhash_shmem_request();
 	pmhash_lifecycle_init();
+	pmhash_prewarm_register();
 }
 
 /*

@@ -261,6 +261,10 @@ extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
 
+/* pmhashworker.c: loading every index after a start */
+extern bool pmhash_prewarm;
+extern void pmhash_prewarm_register(void);
+
 /* pmhashlog.c: collecting logs, the backup log, D-buckets */
 extern void pmhash_log_init_shared(PmhashIndex *idx);
 extern PmhashLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);

@@ -1,0 +1,301 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashworker.c
+ *	  Load every pmhash index into shared memory after a server start or a
+ *	  crash reinitialisation, in the background, so that the first query
+ *	  does not pay for the rebuild.
+ *
+ * A launcher (a static background worker, registered when pmhash.prewarm
+ * is on) starts once recovery has finished.  It lists the databases that
+ * have a pool directory, and for each starts a worker connected to it,
+ * one at a time.  That worker attaches to every pmhash index of its
+ * database, one transaction per index: pmhash_attach() rebuilds the
+ * shared state from the pool exactly as a backend's first use would, under
+ * the exclusive index lock, so a backend that needs the index meanwhile
+ * waits for it (or, if it came first, the worker waits and finds the index
+ * ready).  An index that fails to load (a corrupt or missing pool) is
+ * reported with its ERROR, downgraded to a WARNING, and skipped; it stays
+ * unloaded, and its next user gets the ERROR.
+ *
+ * The launcher then waits without doing anything, so that the postmaster
+ * restarts it (and it loads everything again) after every crash
+ * reinitialisation: a background worker that exits is not restarted.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include <sys/stat.h>
+
+#include "access/heapam.h"
+#include "access/relation.h"
+#include "access/htup_details.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/pg_class.h"
+#include "catalog/pg_database.h"
+#include "commands/defrem.h"
+#include "miscadmin.h"
+#include "pgstat.h"
+#include "postmaster/bgworker.h"
+#include "postmaster/interrupt.h"
+#include "storage/fd.h"
+#include "storage/ipc.h"
+#include "storage/latch.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
+
+#include "pmhash.h"
+
+PGDLLEXPORT void pmhash_prewarm_launcher_main(Datum arg);
+PGDLLEXPORT void pmhash_prewarm_worker_main(Datum arg);
+
+/* GUC: load every index in the background after a start */
+bool		pmhash_prewarm = true;
+
+/* most databases one launcher run looks at */
+#define PMHASH_PREWARM_MAX_DBS	1024
+
+/* fill in what the launcher and the workers have in common */
+static void
+pmhash_prewarm_worker_init(BackgroundWorker *w, const char *function,
+						   const char *name)
+{
+	memset(w, 0, sizeof(*w));
+	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
+	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	snprintf(w->bgw_library_name, BGW_MAXLEN, "pmhash");
+	snprintf(w->bgw_function_name, BGW_MAXLEN, "%s", function);
+	snprintf(w->bgw_name, BGW_MAXLEN, "%s", name);
+	snprintf(w->bgw_type, BGW_MAXLEN, "pmhash prewarm");
+}
+
+/*
+ * Register the launcher (from _PG_init, while shared_preload_libraries is
+ * processed).  It is restarted at once after a crash reinitialisation.
+ */
+void
+pmhash_prewarm_register(void)
+{
+	BackgroundWorker w;
+
+	if (!pmhash_prewarm)
+		return;
+	pmhash_prewarm_worker_init(&w, "pmhash_prewarm_launcher_main",
+							   "pmhash prewarm launcher");
+	w.bgw_restart_time = 10;
+	RegisterBackgroundWorker(&w);
+}
+
+/*
+ * The databases that have a pool directory and accept connections; at
+ * most "max" of them into dbs[].  Runs in a transaction.
+ */
+static int
+pmhash_prewarm_databases(Oid *dbs, int max)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	int			n = 0;
+
+	rel = table_open(DatabaseRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL && n < max)
+	{
+		Form_pg_database db = (Form_pg_database) GETSTRUCT(tup);
+		char		path[MAXPGPATH];
+		struct stat st;
+
+		if (!db->datallowconn)
+			continue;
+		pmhash_db_dir(db->oid, path, sizeof(path));
+		if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+			continue;
+		dbs[n++] = db->oid;
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return n;
+}
+
+/*
+ * The launcher: start one worker per database with pools, one after the
+ * other, then idle until the server stops.
+ */
+void
+pmhash_prewarm_launcher_main(Datum arg)
+{
+	Oid		   *dbs;
+	int			ndbs;
+	int			i;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	dbs = palloc(sizeof(Oid) * PMHASH_PREWARM_MAX_DBS);
+	StartTransactionCommand();
+	ndbs = pmhash_prewarm_databases(dbs, PMHASH_PREWARM_MAX_DBS);
+	CommitTransactionCommand();
+
+	for (i = 0; i < ndbs && !ShutdownRequestPending; i++)
+	{
+		BackgroundWorker w;
+		BackgroundWorkerHandle *handle;
+		pid_t		pid;
+
+		pmhash_prewarm_worker_init(&w, "pmhash_prewarm_worker_main",
+								   "pmhash prewarm worker");
+		w.bgw_restart_time = BGW_NEVER_RESTART;
+		w.bgw_main_arg = ObjectIdGetDatum(dbs[i]);
+		w.bgw_notify_pid = MyProcPid;
+		if (!RegisterDynamicBackgroundWorker(&w, &handle))
+		{
+			ereport(LOG,
+					(errmsg("pmhash prewarm: no background worker slot for database %u; its indexes load on first use",
+							dbs[i]),
+					 errhint("Raise max_worker_processes.")));
+			break;
+		}
+		if (WaitForBackgroundWorkerStartup(handle, &pid) != BGWH_STARTED)
+			continue;
+		(void) WaitForBackgroundWorkerShutdown(handle);
+	}
+	pfree(dbs);
+
+	/* stay, so that a crash reinitialisation starts a new run */
+	while (!ShutdownRequestPending)
+	{
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
+						 PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		/* absorb barriers (DROP DATABASE / TABLESPACE wait for them) */
+		CHECK_FOR_INTERRUPTS();
+		if (ConfigReloadPending)
+		{
+			ConfigReloadPending = false;
+			ProcessConfigFile(PGC_SIGHUP);
+		}
+	}
+	proc_exit(0);
+}
+
+/* the OIDs of the database's pmhash indexes (not on temporary tables) */
+static List *
+pmhash_prewarm_indexes(Oid amoid)
+{
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tup;
+	List	   *oids = NIL;
+
+	rel = table_open(RelationRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tup = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
+
+		if (c->relkind == RELKIND_INDEX && c->relam == amoid &&
+			c->relpersistence != RELPERSISTENCE_TEMP)
+			oids = lappend_oid(oids, c->oid);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
+	return oids;
+}
+
+/*
+ * Load one index in its own transaction; an ERROR is reported as a
+ * WARNING and the index skipped.  Returns false after an ERROR.
+ */
+static bool
+pmhash_prewarm_index(Oid indexoid)
+{
+	MemoryContext oldcxt = CurrentMemoryContext;
+	bool		ok = true;
+
+	StartTransactionCommand();
+	PG_TRY();
+	{
+		/* an index dropped meanwhile is simply gone */
+		Relation	index = try_relation_open(indexoid, AccessShareLock);
+
+		if (index != NULL)
+		{
+			PmhashIndex idx;
+
+			pmhash_attach(index, LW_SHARED, &idx);
+			pmhash_detach(&idx);
+			relation_close(index, AccessShareLock);
+		}
+		CommitTransactionCommand();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		HOLD_INTERRUPTS();
+		MemoryContextSwitchTo(oldcxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		AbortCurrentTransaction();
+		RESUME_INTERRUPTS();
+		ereport(WARNING,
+				(errcode(edata->sqlerrcode),
+				 errmsg("pmhash prewarm: %s", edata->message),
+				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
+				 edata->hint ? errhint("%s", edata->hint) : 0));
+		FreeErrorData(edata);
+		ok = false;
+	}
+	PG_END_TRY();
+	return ok;
+}
+
+/* A worker: load every pmhash index of one database. */
+void
+pmhash_prewarm_worker_main(Datum arg)
+{
+	Oid			dboid = DatumGetObjectId(arg);
+	TimestampTz start;
+	Oid			amoid;
+	List	   *oids = NIL;
+	ListCell   *lc;
+	int			loaded = 0;
+	int			failed = 0;
+
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnectionByOid(dboid, InvalidOid, 0);
+	start = GetCurrentTimestamp();
+
+	StartTransactionCommand();
+	amoid = get_am_oid("pmhash", true);
+	if (OidIsValid(amoid))
+	{
+		MemoryContext oldcxt = MemoryContextSwitchTo(TopMemoryContext);
+
+		oids = pmhash_prewarm_indexes(amoid);
+		MemoryContextSwitchTo(oldcxt);
+	}
+	CommitTransactionCommand();
+
+	foreach(lc, oids)
+	{
+		CHECK_FOR_INTERRUPTS();
+		if (pmhash_prewarm_index(lfirst_oid(lc)))
+			loaded++;
+		else
+			failed++;
+	}
+	ereport(LOG,
+			(errmsg("pmhash prewarm: database %u: %d index(es) loaded, %d not, in %.1f ms",
+					dboid, loaded, failed,
+					(double) (GetCurrentTimestamp() - start) / 1000.0)));
+	proc_exit(0);
+}
