@@ -9,6 +9,7 @@
 
 #include <limits.h>
 
+#include "access/genam.h"
 #include "access/reloptions.h"
 #include "access/xlog.h"
 #include "commands/vacuum.h"
@@ -142,6 +143,23 @@ pmhashoptions(Datum reloptions, bool validate)
 									  sizeof(int32), NULL, 0);
 }
 
+/* what an index known to be unusable costs the planner: see below */
+#define PMHASH_UNUSABLE_COST	(disable_cost * 1.0e6)
+
+/* is the index with this OID known to be unusable (pmhash_known_unusable)? */
+static bool
+pmhash_index_oid_unusable(Oid indexoid)
+{
+	Relation	index;
+	bool		result;
+
+	/* the planner holds a lock on every index it considers */
+	index = index_open(indexoid, NoLock);
+	result = pmhash_known_unusable(index);
+	index_close(index, NoLock);
+	return result;
+}
+
 /*
  * Cost of an equality probe.  genericcostestimate gives the selectivity and
  * the per-tuple CPU costs; the index's own I/O is one directory lookup, a
@@ -177,6 +195,13 @@ pmhashcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	/* pmhash pools are not WAL-logged: a standby cannot use them */
 	if (RecoveryInProgress())
 		costs.indexTotalCost += disable_cost;
+
+	/*
+	 * An index whose pool failed to load (and has not changed since) would
+	 * only raise that error again: price it above even a disabled seqscan.
+	 */
+	if (pmhash_index_oid_unusable(path->indexinfo->indexoid))
+		costs.indexTotalCost += PMHASH_UNUSABLE_COST;
 
 	*indexStartupCost = costs.indexStartupCost;
 	*indexTotalCost = costs.indexTotalCost;

@@ -364,13 +364,26 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 	fd = pmhash_open_nofollow(path, &st);
 	if (fd < 0)
 	{
-		int			sqlstate = (errno == ENOENT) ? ERRCODE_UNDEFINED_FILE :
-			ERRCODE_DATA_CORRUPTED;
+		int			save_errno = errno;
+		struct stat lst;
+		const char *detail = NULL;
 
+		/* say why a file that is there is refused */
+		if (lstat(path, &lst) == 0)
+		{
+			if (S_ISLNK(lst.st_mode))
+				detail = "It is a symbolic link, and pmhash never follows one in place of a pool file.";
+			else if (!S_ISREG(lst.st_mode))
+				detail = "It is not a regular file.";
+		}
+		errno = save_errno;
 		ereport(ERROR,
-				(errcode(sqlstate),
+				(save_errno == ENOENT ? errcode(ERRCODE_UNDEFINED_FILE) :
+				 detail ? errcode(ERRCODE_DATA_CORRUPTED) :
+				 errcode_for_file_access(),
 				 errmsg("could not open pool file \"%s\" of pmhash index \"%s\": %m",
 						path, RelationGetRelationName(index)),
+				 detail ? errdetail_internal("%s", detail) :
 				 errdetail("The pool holds the index entries; without it the index cannot be used."),
 				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
 	}
@@ -477,6 +490,29 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 	if (fsync(local->fd) != 0)
 		pmhash_report_io_error(index, "sync");
 	pmhash_pool_remap(index, local, len);
+}
+
+/*
+ * What lstat() says of the pool file of an index storage now (exists is
+ * false if it cannot be looked at).  Never opens the file.
+ */
+void
+pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	memset(sig, 0, sizeof(*sig));	/* padding too: compared with memcmp */
+	pmhash_pool_path(key, path, sizeof(path));
+	if (lstat(path, &st) != 0)
+		return;
+	sig->exists = true;
+	sig->mode = (uint32) st.st_mode;
+	sig->dev = (uint64) st.st_dev;
+	sig->ino = (uint64) st.st_ino;
+	sig->size = (uint64) st.st_size;
+	sig->mtime_ns = (int64) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	sig->ctime_ns = (int64) st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
 }
 
 /* unmap and close a local mapping */
