@@ -65,7 +65,7 @@ _PG_init(void)
 							"see README.md for the sizing formula.",
 							&pmhash_shared_memory_mb,
 							64,
-							8,
+							1,
 							INT_MAX / 1024,
 							PGC_POSTMASTER,
 							GUC_UNIT_MB,

@@ -461,8 +461,23 @@ void
 pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 {
 	size_t		len = pmh_pool_bytes(nsegments);
-	size_t		old = local->pool.mapped_len;
+	size_t		old;
+	struct stat st;
 	int			rc;
+
+	/*
+	 * The file can be long enough already: a growth whose caller then
+	 * failed (out of shared memory) leaves zeroed, unused segments behind.
+	 * Never shrink it.
+	 */
+	if (fstat(local->fd, &st) != 0)
+		pmhash_report_io_error(index, "stat");
+	old = (size_t) st.st_size;
+	if (old >= len)
+	{
+		pmhash_pool_remap(index, local, len);
+		return;
+	}
 
 	/*
 	 * Change the length in one step (a crash never leaves a partial
