@@ -497,7 +497,8 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 							RelationGetRelationName(index))));
 		errno = rc;
 		ereport(ERROR,
-				(errcode(rc == ENOSPC ? ERRCODE_DISK_FULL : ERRCODE_IO_ERROR),
+				(errcode(rc == ENOSPC || rc == EDQUOT || rc == EFBIG ?
+						 ERRCODE_DISK_FULL : ERRCODE_IO_ERROR),
 				 errmsg("could not extend pool of pmhash index \"%s\" to %zu bytes: %m",
 						RelationGetRelationName(index), len),
 				 errhint("Free space in pmhash.pool_dir.")));
