@@ -62,11 +62,18 @@ pmhash_db_dir(Oid dbid, char *path, size_t len)
 	snprintf(path, len, "%s/%u", pmhash_pool_dir, dbid);
 }
 
-/* create a directory 0700 if missing, and check that it is one */
+/*
+ * Create a directory 0700 if missing, and check that it is one.  The
+ * configured pmhash.pool_dir (top) may be a symlink to a directory, as
+ * pg_wal may: the administrator chose it.  A database's directory below it
+ * is pmhash's own and must be a real directory, never a symlink planted
+ * there.
+ */
 static void
-pmhash_ensure_dir(const char *path)
+pmhash_ensure_dir(const char *path, bool top)
 {
 	struct stat st;
+	int			rc;
 
 	if (mkdir(path, pg_dir_create_mode) == 0)
 	{
@@ -82,15 +89,19 @@ pmhash_ensure_dir(const char *path)
 				(errcode_for_file_access(),
 				 errmsg("could not create pmhash pool directory \"%s\": %m", path),
 				 errhint("Check that pmhash.pool_dir names a writable directory.")));
-	if (lstat(path, &st) != 0)
+	rc = top ? stat(path, &st) : lstat(path, &st);
+	if (rc != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat pmhash pool directory \"%s\": %m", path)));
 	if (!S_ISDIR(st.st_mode))
 		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				(errcode(top ? ERRCODE_CONFIG_FILE_ERROR :
+						 ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("pmhash pool directory \"%s\" is not a directory", path),
-				 errhint("Set pmhash.pool_dir to a directory and restart the server.")));
+				 top ?
+				 errhint("Set pmhash.pool_dir to a directory and restart the server.") :
+				 errhint("pmhash creates this directory itself; remove what is there.")));
 }
 
 /*
@@ -205,7 +216,7 @@ pmhash_pool_dir_init(void)
 {
 	static bool started = false;
 
-	pmhash_ensure_dir(pmhash_pool_dir);
+	pmhash_ensure_dir(pmhash_pool_dir, true);
 	if (access(pmhash_pool_dir, W_OK | X_OK) != 0)
 		ereport(FATAL,
 				(errcode_for_file_access(),
@@ -301,8 +312,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 
 	pmhash_key_for_rel(index, &local->key);
 	pmhash_db_dir(local->key.dbid, dir, sizeof(dir));
-	pmhash_ensure_dir(pmhash_pool_dir);
-	pmhash_ensure_dir(dir);
+	pmhash_ensure_dir(pmhash_pool_dir, true);
+	pmhash_ensure_dir(dir, false);
 	pmhash_pool_path(&local->key, path, sizeof(path));
 
 	/* a stale file of the same name (left by a crash) is replaced */
@@ -615,7 +626,7 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 	pmhash_pool_path(from, src, sizeof(src));
 	pmhash_pool_path(to, dst, sizeof(dst));
 	pmhash_db_dir(to->dbid, dir, sizeof(dir));
-	pmhash_ensure_dir(dir);
+	pmhash_ensure_dir(dir, false);
 
 	in = pmhash_open_nofollow(src, &st);
 	if (in < 0)
