@@ -33,6 +33,31 @@ static relopt_kind pmhash_relopt_kind;
 
 void		_PG_init(void);
 
+/* room left in a MAXPGPATH buffer for "/<db oid>/<spc oid>_<relfilenode>.pool" */
+#define PMHASH_POOL_NAME_MAX	48
+
+/*
+ * Check hook of pmhash.pool_dir: a non-empty path short enough that every
+ * pool file name under it fits in MAXPGPATH (a truncated name could name
+ * another index's pool).
+ */
+static bool
+pmhash_check_pool_dir(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+	{
+		GUC_check_errdetail("pmhash.pool_dir must name a directory.");
+		return false;
+	}
+	if (strlen(*newval) >= MAXPGPATH - PMHASH_POOL_NAME_MAX)
+	{
+		GUC_check_errdetail("pmhash.pool_dir must be shorter than %d bytes.",
+							MAXPGPATH - PMHASH_POOL_NAME_MAX);
+		return false;
+	}
+	return true;
+}
+
 /*
  * Module load.  pmhash keeps state in shared memory, so it only works when
  * loaded through shared_preload_libraries; anything else is refused here,
@@ -57,7 +82,7 @@ _PG_init(void)
 							   "pmhash",
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   pmhash_check_pool_dir, NULL, NULL);
 
 	DefineCustomIntVariable("pmhash.shared_memory",
 							"Shared memory for pmhash directories, fingerprints and locks.",
