@@ -762,10 +762,17 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 	{
 		if (shared->state != PMHASH_STATE_READY)
 		{
+			/*
+			 * The load runs with the lock exclusive, and idx->mode must say
+			 * so: rebuilding the backup log can split segments, and with a
+			 * shared mode there it would trade the lock (pmhash_relock) in
+			 * the middle of the load, and load again inside it.
+			 */
 			if (mode != LW_EXCLUSIVE)
 			{
 				LWLockRelease(&shared->lock);
 				LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+				idx->mode = LW_EXCLUSIVE;
 			}
 			if (shared->state != PMHASH_STATE_READY)
 			{
@@ -784,6 +791,7 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 			{
 				LWLockRelease(&shared->lock);
 				LWLockAcquire(&shared->lock, mode);
+				idx->mode = mode;
 			}
 		}
 		pmhash_check_local(idx);
