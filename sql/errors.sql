@@ -58,18 +58,68 @@ SET ROLE regress_pmhash_nobody;
 SELECT entries FROM pmhash_stats('er_a');
 SELECT * FROM pmhash_check('er_a');
 RESET ROLE;
+-- pg_read_all_stats reads statistics, but may not lock the index to check it
+CREATE ROLE regress_pmhash_stats IN ROLE pg_read_all_stats;
+SET ROLE regress_pmhash_stats;
+SELECT entries FROM pmhash_stats('er_a');
+SELECT * FROM pmhash_check('er_a');
+SELECT buffer_lines FROM pmhash_media_stats();
+RESET ROLE;
+DROP ROLE regress_pmhash_stats;
+-- pg_monitor may do both
 CREATE ROLE regress_pmhash_monitor IN ROLE pg_monitor;
 SET ROLE regress_pmhash_monitor;
 SELECT entries FROM pmhash_stats('er_a');
 SELECT * FROM pmhash_check('er_a');
 RESET ROLE;
 DROP ROLE regress_pmhash_monitor;
-REVOKE ALL ON er FROM regress_pmhash_nobody;
-DROP ROLE regress_pmhash_nobody;
+-- the owner of an index may inspect it, and only it
+CREATE ROLE regress_pmhash_owner;
+GRANT CREATE ON SCHEMA public TO regress_pmhash_owner;
+SET ROLE regress_pmhash_owner;
+CREATE TABLE er_own (k int4);
+INSERT INTO er_own SELECT generate_series(1, 10);
+CREATE INDEX er_own_k ON er_own USING pmhash (k);
+SELECT entries FROM pmhash_stats('er_own_k');
+SELECT * FROM pmhash_check('er_own_k');
+SELECT entries FROM pmhash_stats('er_a');
+SELECT pmhash_reset_stats();
+RESET ROLE;
+DROP TABLE er_own;
+REVOKE CREATE ON SCHEMA public FROM regress_pmhash_owner;
+DROP ROLE regress_pmhash_owner;
 
--- GUCs are server-start only
+-- GUCs: most are read at server start only
 SET pmhash.pool_dir = '/tmp';
 SET pmhash.shared_memory = '1GB';
 SET pmhash.max_indexes = 10;
+SET pmhash.media_buffer_lines = 10;
+-- bad values are rejected with the valid range (and nothing is written)
+ALTER SYSTEM SET pmhash.shared_memory = '512kB';
+ALTER SYSTEM SET pmhash.shared_memory = '3TB';
+ALTER SYSTEM SET pmhash.shared_memory = 'lots';
+ALTER SYSTEM SET pmhash.max_indexes = 0;
+ALTER SYSTEM SET pmhash.max_indexes = 100000;
+ALTER SYSTEM SET pmhash.media_buffer_lines = -1;
+ALTER SYSTEM SET pmhash.media_buffer_lines = 1025;
+ALTER SYSTEM SET pmhash.track_media_reads = 'maybe';
+ALTER SYSTEM SET pmhash.pool_dir = '';
+SELECT repeat('p', 980) AS long_dir \gset
+ALTER SYSTEM SET pmhash.pool_dir = :'long_dir';
+SET pmhash.track_media_reads = 'maybe';
+-- the prefix is reserved: misspelt settings are errors
+SET pmhash.pooldir = '/tmp';
+-- only superusers see or set the pool directory and the read tracking
+SET ROLE regress_pmhash_nobody;
+SHOW pmhash.pool_dir;
+SET pmhash.track_media_reads = on;
+ALTER SYSTEM SET pmhash.pool_dir = '/tmp';
+SHOW pmhash.max_indexes;
+RESET ROLE;
+REVOKE ALL ON er FROM regress_pmhash_nobody;
+DROP ROLE regress_pmhash_nobody;
+-- reloptions: pmhash has none, in ALTER INDEX either
+ALTER INDEX er_a SET (fillfactor = 50);
+ALTER INDEX er_a SET (pmhash.anything = 1);
 
 DROP TABLE er;

@@ -9,6 +9,7 @@
 
 #include <limits.h>
 
+#include "access/genam.h"
 #include "access/reloptions.h"
 #include "access/xlog.h"
 #include "commands/vacuum.h"
@@ -31,6 +32,31 @@ bool		pmhash_preloaded = false;
 static relopt_kind pmhash_relopt_kind;
 
 void		_PG_init(void);
+
+/* room left in a MAXPGPATH buffer for "/<db oid>/<spc oid>_<relfilenode>.pool" */
+#define PMHASH_POOL_NAME_MAX	48
+
+/*
+ * Check hook of pmhash.pool_dir: a non-empty path short enough that every
+ * pool file name under it fits in MAXPGPATH (a truncated name could name
+ * another index's pool).
+ */
+static bool
+pmhash_check_pool_dir(char **newval, void **extra, GucSource source)
+{
+	if (*newval == NULL || (*newval)[0] == '\0')
+	{
+		GUC_check_errdetail("pmhash.pool_dir must name a directory.");
+		return false;
+	}
+	if (strlen(*newval) >= MAXPGPATH - PMHASH_POOL_NAME_MAX)
+	{
+		GUC_check_errdetail("pmhash.pool_dir must be shorter than %d bytes.",
+							MAXPGPATH - PMHASH_POOL_NAME_MAX);
+		return false;
+	}
+	return true;
+}
 
 /*
  * Module load.  pmhash keeps state in shared memory, so it only works when
@@ -56,7 +82,7 @@ _PG_init(void)
 							   "pmhash",
 							   PGC_POSTMASTER,
 							   GUC_SUPERUSER_ONLY,
-							   NULL, NULL, NULL);
+							   pmhash_check_pool_dir, NULL, NULL);
 
 	DefineCustomIntVariable("pmhash.shared_memory",
 							"Shared memory for pmhash directories, fingerprints and locks.",
@@ -64,7 +90,7 @@ _PG_init(void)
 							"see README.md for the sizing formula.",
 							&pmhash_shared_memory_mb,
 							64,
-							8,
+							1,
 							INT_MAX / 1024,
 							PGC_POSTMASTER,
 							GUC_UNIT_MB,
@@ -154,6 +180,23 @@ pmhashoptions(Datum reloptions, bool validate)
 									  sizeof(int32), NULL, 0);
 }
 
+/* what an index known to be unusable costs the planner: see below */
+#define PMHASH_UNUSABLE_COST	(disable_cost * 1.0e6)
+
+/* is the index with this OID known to be unusable (pmhash_known_unusable)? */
+static bool
+pmhash_index_oid_unusable(Oid indexoid)
+{
+	Relation	index;
+	bool		result;
+
+	/* the planner holds a lock on every index it considers */
+	index = index_open(indexoid, NoLock);
+	result = pmhash_known_unusable(index);
+	index_close(index, NoLock);
+	return result;
+}
+
 /*
  * Cost of an equality probe.  genericcostestimate gives the selectivity and
  * the per-tuple CPU costs; the index's own I/O is one directory lookup, a
@@ -189,6 +232,13 @@ pmhashcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 	/* pmhash pools are not WAL-logged: a standby cannot use them */
 	if (RecoveryInProgress())
 		costs.indexTotalCost += disable_cost;
+
+	/*
+	 * An index whose pool failed to load (and has not changed since) would
+	 * only raise that error again: price it above even a disabled seqscan.
+	 */
+	if (pmhash_index_oid_unusable(path->indexinfo->indexoid))
+		costs.indexTotalCost += PMHASH_UNUSABLE_COST;
 
 	*indexStartupCost = costs.indexStartupCost;
 	*indexTotalCost = costs.indexTotalCost;

@@ -80,6 +80,22 @@ typedef enum PmhashState
 } PmhashState;
 
 /*
+ * What lstat() said of a pool file.  A load that failed because the pool
+ * is unusable remembers it, and the planner avoids the index while the
+ * file still looks the same (see "Unusable pools" in README.pmhash).
+ */
+typedef struct PmhashFileSig
+{
+	bool		exists;
+	uint32		mode;
+	uint64		dev;
+	uint64		ino;
+	uint64		size;
+	int64		mtime_ns;
+	int64		ctime_ns;
+} PmhashFileSig;
+
+/*
  * Shared state of one index storage.  Lives in a fixed-size shared hash
  * table; its variable-size parts live in pmhash's DSA area.
  */
@@ -119,6 +135,10 @@ typedef struct PmhashShared
 	int			vacuum_active;	/* VACUUMs running: see README.pmhash */
 
 	int			stats_slot;		/* its counters (pmhashstats.c) */
+
+	/* the last load failed on the pool itself (under the hash-table lock) */
+	bool		unusable;
+	PmhashFileSig unusable_sig; /* the pool file as that load saw it */
 } PmhashShared;
 
 /* shared state of one backup-log line */
@@ -237,6 +257,7 @@ extern bool pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr);
 extern void pmhash_persist_or_error(PmhashIndex *idx, const void *addr,
 									size_t len);
 extern void pmhash_report_io_error(Relation index, const char *what);
+extern void pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig);
 
 /* pmhashshmem.c: shared state */
 extern void pmhash_shmem_request(void);
@@ -260,6 +281,7 @@ extern void pmhash_forget(const PmhashKey *key);
 extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
+extern bool pmhash_known_unusable(Relation index);
 
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;

@@ -30,10 +30,13 @@ PG_FUNCTION_INFO_V1(pmhash_check);
 
 /*
  * Open an index for one of these functions: it must be a pmhash index, and
- * the caller its owner or a member of pg_monitor (superusers are both).
+ * the caller its owner or have the privileges of the predefined role
+ * "role" (pg_read_all_stats for the statistics, pg_monitor for the check,
+ * which locks the index exclusively while it reads the whole pool);
+ * superusers have both.
  */
 static Relation
-pmhash_open_index(Oid relid)
+pmhash_open_index(Oid relid, Oid role)
 {
 	Relation	rel = relation_open(relid, AccessShareLock);
 	Oid			amoid = get_index_am_oid("pmhash", true);
@@ -50,12 +53,13 @@ pmhash_open_index(Oid relid)
 				 errmsg("pmhash index \"%s\" is being dropped",
 						RelationGetRelationName(rel))));
 	if (!pg_class_ownercheck(relid, GetUserId()) &&
-		!has_privs_of_role(GetUserId(), ROLE_PG_MONITOR))
+		!has_privs_of_role(GetUserId(), role))
 		ereport(ERROR,
 				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
 				 errmsg("permission denied for pmhash index \"%s\"",
 						RelationGetRelationName(rel)),
-				 errdetail("Only the index owner and members of pg_monitor may inspect a pmhash index.")));
+				 errdetail("Only the index owner and roles with privileges of %s may inspect a pmhash index.",
+						   role == ROLE_PG_MONITOR ? "pg_monitor" : "pg_read_all_stats")));
 	return rel;
 }
 
@@ -77,7 +81,7 @@ pmhash_stats(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	rel = pmhash_open_index(relid);
+	rel = pmhash_open_index(relid, ROLE_PG_READ_ALL_STATS);
 	pmhash_attach(rel, LW_SHARED, &idx);
 
 	entries = pg_atomic_read_u64(&idx.shared->entries);
@@ -441,7 +445,7 @@ pmhash_check(PG_FUNCTION_ARGS)
 	st.desc = rsinfo->setDesc;
 	st.problems = 0;
 
-	rel = pmhash_open_index(relid);
+	rel = pmhash_open_index(relid, ROLE_PG_MONITOR);
 	pmhash_attach(rel, LW_EXCLUSIVE, &idx);
 	pmhash_check_index(&idx, &st);
 	pmhash_detach(&idx);

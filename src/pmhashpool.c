@@ -62,11 +62,18 @@ pmhash_db_dir(Oid dbid, char *path, size_t len)
 	snprintf(path, len, "%s/%u", pmhash_pool_dir, dbid);
 }
 
-/* create a directory 0700 if missing, and check that it is one */
+/*
+ * Create a directory 0700 if missing, and check that it is one.  The
+ * configured pmhash.pool_dir (top) may be a symlink to a directory, as
+ * pg_wal may: the administrator chose it.  A database's directory below it
+ * is pmhash's own and must be a real directory, never a symlink planted
+ * there.
+ */
 static void
-pmhash_ensure_dir(const char *path)
+pmhash_ensure_dir(const char *path, bool top)
 {
 	struct stat st;
+	int			rc;
 
 	if (mkdir(path, pg_dir_create_mode) == 0)
 	{
@@ -82,15 +89,19 @@ pmhash_ensure_dir(const char *path)
 				(errcode_for_file_access(),
 				 errmsg("could not create pmhash pool directory \"%s\": %m", path),
 				 errhint("Check that pmhash.pool_dir names a writable directory.")));
-	if (lstat(path, &st) != 0)
+	rc = top ? stat(path, &st) : lstat(path, &st);
+	if (rc != 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not stat pmhash pool directory \"%s\": %m", path)));
 	if (!S_ISDIR(st.st_mode))
 		ereport(ERROR,
-				(errcode(ERRCODE_CONFIG_FILE_ERROR),
+				(errcode(top ? ERRCODE_CONFIG_FILE_ERROR :
+						 ERRCODE_WRONG_OBJECT_TYPE),
 				 errmsg("pmhash pool directory \"%s\" is not a directory", path),
-				 errhint("Set pmhash.pool_dir to a directory and restart the server.")));
+				 top ?
+				 errhint("Set pmhash.pool_dir to a directory and restart the server.") :
+				 errhint("pmhash creates this directory itself; remove what is there.")));
 }
 
 /*
@@ -205,7 +216,7 @@ pmhash_pool_dir_init(void)
 {
 	static bool started = false;
 
-	pmhash_ensure_dir(pmhash_pool_dir);
+	pmhash_ensure_dir(pmhash_pool_dir, true);
 	if (access(pmhash_pool_dir, W_OK | X_OK) != 0)
 		ereport(FATAL,
 				(errcode_for_file_access(),
@@ -301,8 +312,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 
 	pmhash_key_for_rel(index, &local->key);
 	pmhash_db_dir(local->key.dbid, dir, sizeof(dir));
-	pmhash_ensure_dir(pmhash_pool_dir);
-	pmhash_ensure_dir(dir);
+	pmhash_ensure_dir(pmhash_pool_dir, true);
+	pmhash_ensure_dir(dir, false);
 	pmhash_pool_path(&local->key, path, sizeof(path));
 
 	/* a stale file of the same name (left by a crash) is replaced */
@@ -364,13 +375,26 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 	fd = pmhash_open_nofollow(path, &st);
 	if (fd < 0)
 	{
-		int			sqlstate = (errno == ENOENT) ? ERRCODE_UNDEFINED_FILE :
-			ERRCODE_DATA_CORRUPTED;
+		int			save_errno = errno;
+		struct stat lst;
+		const char *detail = NULL;
 
+		/* say why a file that is there is refused */
+		if (lstat(path, &lst) == 0)
+		{
+			if (S_ISLNK(lst.st_mode))
+				detail = "It is a symbolic link, and pmhash never follows one in place of a pool file.";
+			else if (!S_ISREG(lst.st_mode))
+				detail = "It is not a regular file.";
+		}
+		errno = save_errno;
 		ereport(ERROR,
-				(errcode(sqlstate),
+				(save_errno == ENOENT ? errcode(ERRCODE_UNDEFINED_FILE) :
+				 detail ? errcode(ERRCODE_DATA_CORRUPTED) :
+				 errcode_for_file_access(),
 				 errmsg("could not open pool file \"%s\" of pmhash index \"%s\": %m",
 						path, RelationGetRelationName(index)),
+				 detail ? errdetail_internal("%s", detail) :
 				 errdetail("The pool holds the index entries; without it the index cannot be used."),
 				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
 	}
@@ -448,8 +472,23 @@ void
 pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 {
 	size_t		len = pmh_pool_bytes(nsegments);
-	size_t		old = local->pool.mapped_len;
+	size_t		old;
+	struct stat st;
 	int			rc;
+
+	/*
+	 * The file can be long enough already: a growth whose caller then
+	 * failed (out of shared memory) leaves zeroed, unused segments behind.
+	 * Never shrink it.
+	 */
+	if (fstat(local->fd, &st) != 0)
+		pmhash_report_io_error(index, "stat");
+	old = (size_t) st.st_size;
+	if (old >= len)
+	{
+		pmhash_pool_remap(index, local, len);
+		return;
+	}
 
 	/*
 	 * Change the length in one step (a crash never leaves a partial
@@ -469,7 +508,8 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 							RelationGetRelationName(index))));
 		errno = rc;
 		ereport(ERROR,
-				(errcode(rc == ENOSPC ? ERRCODE_DISK_FULL : ERRCODE_IO_ERROR),
+				(errcode(rc == ENOSPC || rc == EDQUOT || rc == EFBIG ?
+						 ERRCODE_DISK_FULL : ERRCODE_IO_ERROR),
 				 errmsg("could not extend pool of pmhash index \"%s\" to %zu bytes: %m",
 						RelationGetRelationName(index), len),
 				 errhint("Free space in pmhash.pool_dir.")));
@@ -477,6 +517,29 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 	if (fsync(local->fd) != 0)
 		pmhash_report_io_error(index, "sync");
 	pmhash_pool_remap(index, local, len);
+}
+
+/*
+ * What lstat() says of the pool file of an index storage now (exists is
+ * false if it cannot be looked at).  Never opens the file.
+ */
+void
+pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+
+	memset(sig, 0, sizeof(*sig));	/* padding too: compared with memcmp */
+	pmhash_pool_path(key, path, sizeof(path));
+	if (lstat(path, &st) != 0)
+		return;
+	sig->exists = true;
+	sig->mode = (uint32) st.st_mode;
+	sig->dev = (uint64) st.st_dev;
+	sig->ino = (uint64) st.st_ino;
+	sig->size = (uint64) st.st_size;
+	sig->mtime_ns = (int64) st.st_mtim.tv_sec * 1000000000 + st.st_mtim.tv_nsec;
+	sig->ctime_ns = (int64) st.st_ctim.tv_sec * 1000000000 + st.st_ctim.tv_nsec;
 }
 
 /* unmap and close a local mapping */
@@ -563,7 +626,7 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 	pmhash_pool_path(from, src, sizeof(src));
 	pmhash_pool_path(to, dst, sizeof(dst));
 	pmhash_db_dir(to->dbid, dir, sizeof(dir));
-	pmhash_ensure_dir(dir);
+	pmhash_ensure_dir(dir, false);
 
 	in = pmhash_open_nofollow(src, &st);
 	if (in < 0)

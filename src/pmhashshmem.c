@@ -34,6 +34,8 @@ typedef struct PmhashControl
 	int			log_tranche;
 	pg_atomic_uint64 next_generation;
 	pg_atomic_uint64 drops;		/* counts removed shared entries */
+	pg_atomic_uint32 nunusable; /* entries marked unusable: 0 lets the
+								 * planner skip looking */
 	size_t		dsa_size;
 	char	   *dsa_place;
 } PmhashControl;
@@ -56,6 +58,8 @@ static pid_t pmhash_area_pid = 0;
 static uint64 pmhash_seen_drops = 0;
 
 static void pmhash_local_forget(const PmhashKey *key);
+static void pmhash_load(PmhashIndex *idx);
+static void pmhash_make_ready(PmhashIndex *idx, LWLockMode mode);
 static void pmhash_release_lines(int code, Datum arg);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
@@ -124,6 +128,7 @@ pmhash_shmem_startup_hook(void)
 		pmhash_ctl->log_tranche = LWLockNewTrancheId();
 		pg_atomic_init_u64(&pmhash_ctl->next_generation, 1);
 		pg_atomic_init_u64(&pmhash_ctl->drops, 0);
+		pg_atomic_init_u32(&pmhash_ctl->nunusable, 0);
 		pmhash_ctl->dsa_size = pmhash_dsa_size();
 		pmhash_ctl->dsa_place = place;
 		pmhash_pm_area = dsa_create_in_place(place, pmhash_ctl->dsa_size,
@@ -501,10 +506,104 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		shared->indexoid = indexoid;
 		shared->pool_id = 0;
 		shared->shmem_bytes = 0;
+		shared->unusable = false;
 		pg_atomic_init_u64(&shared->entries, 0);
 	}
 	LWLockRelease(pmhash_htab_lock);
 	return shared;
+}
+
+/*
+ * Mark an index storage unusable (sig: its pool file as the failed load
+ * saw it), or clear the mark (sig NULL).  Takes the hash-table lock; the
+ * caller may hold the index lock.
+ */
+static void
+pmhash_set_unusable(PmhashShared *shared, const PmhashFileSig *sig)
+{
+	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	if (sig != NULL)
+	{
+		if (!shared->unusable)
+			pg_atomic_fetch_add_u32(&pmhash_ctl->nunusable, 1);
+		shared->unusable = true;
+		shared->unusable_sig = *sig;
+	}
+	else if (shared->unusable)
+	{
+		pg_atomic_fetch_sub_u32(&pmhash_ctl->nunusable, 1);
+		shared->unusable = false;
+	}
+	LWLockRelease(pmhash_htab_lock);
+}
+
+/* drop the mark of an entry being removed (hash-table lock exclusive) */
+static void
+pmhash_unmark_removed(PmhashShared *shared)
+{
+	if (shared->unusable)
+	{
+		pg_atomic_fetch_sub_u32(&pmhash_ctl->nunusable, 1);
+		shared->unusable = false;
+	}
+}
+
+/*
+ * Does the planner know that an index cannot be used?  True when the last
+ * attempt to load it failed on its pool (missing, unreadable, corrupt,
+ * foreign) and the pool file has not changed since: lstat() only, the pool
+ * is never opened here.  REINDEX gives the index a new storage (and pool),
+ * which has no mark; a later successful load clears it.
+ */
+bool
+pmhash_known_unusable(Relation index)
+{
+	PmhashKey	key;
+	PmhashShared *shared;
+	PmhashFileSig then;
+	PmhashFileSig now;
+	bool		marked = false;
+
+	if (pmhash_ctl == NULL || pg_atomic_read_u32(&pmhash_ctl->nunusable) == 0)
+		return false;
+	pmhash_key_for_rel(index, &key);
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, &key, HASH_FIND, NULL);
+	if (shared != NULL && shared->unusable)
+	{
+		marked = true;
+		then = shared->unusable_sig;
+	}
+	LWLockRelease(pmhash_htab_lock);
+	if (!marked)
+		return false;
+	pmhash_pool_file_sig(&key, &now);
+	return memcmp(&then, &now, sizeof(now)) == 0;
+}
+
+/*
+ * Does a load error say that the pool itself cannot be used (as opposed
+ * to a lack of memory or another passing condition)?
+ */
+static bool
+pmhash_error_is_pool_fault(int sqlerrcode)
+{
+	return sqlerrcode == ERRCODE_DATA_CORRUPTED ||
+		sqlerrcode == ERRCODE_UNDEFINED_FILE ||
+		sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE ||
+		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
+}
+
+/* error context of a load: which pool of which index */
+static void
+pmhash_load_context(void *arg)
+{
+	PmhashIndex *idx = (PmhashIndex *) arg;
+	char		path[MAXPGPATH];
+
+	pmhash_pool_path(&idx->shared->key, path, sizeof(path));
+	errcontext("loading pool file \"%s\" of pmhash index \"%s\"",
+			   path, RelationGetRelationName(idx->rel));
 }
 
 /*
@@ -638,6 +737,85 @@ pmhash_load(PmhashIndex *idx)
 	pfree(scratch);
 }
 
+/*
+ * With the index lock held in mode: load the index's shared state from its
+ * pool if that has not been done, and make this backend's mapping current.
+ * A failure that says the pool itself is unusable marks the index for the
+ * planner (pmhash_known_unusable); a failed load gives back the shared
+ * memory it took.  A success clears the mark.
+ */
+static void
+pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
+{
+	PmhashShared *shared = idx->shared;
+	volatile bool loading = false;
+
+	/* the common case: loaded, and mapped here */
+	if (likely(shared->state == PMHASH_STATE_READY &&
+			   idx->local->generation == shared->generation))
+	{
+		pmhash_check_local(idx);
+		return;
+	}
+
+	PG_TRY();
+	{
+		if (shared->state != PMHASH_STATE_READY)
+		{
+			/*
+			 * The load runs with the lock exclusive, and idx->mode must say
+			 * so: rebuilding the backup log can split segments, and with a
+			 * shared mode there it would trade the lock (pmhash_relock) in
+			 * the middle of the load, and load again inside it.
+			 */
+			if (mode != LW_EXCLUSIVE)
+			{
+				LWLockRelease(&shared->lock);
+				LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+				idx->mode = LW_EXCLUSIVE;
+			}
+			if (shared->state != PMHASH_STATE_READY)
+			{
+				ErrorContextCallback errcb;
+
+				errcb.callback = pmhash_load_context;
+				errcb.arg = idx;
+				errcb.previous = error_context_stack;
+				error_context_stack = &errcb;
+				loading = true;
+				pmhash_load(idx);
+				loading = false;
+				error_context_stack = errcb.previous;
+			}
+			if (mode != LW_EXCLUSIVE)
+			{
+				LWLockRelease(&shared->lock);
+				LWLockAcquire(&shared->lock, mode);
+				idx->mode = mode;
+			}
+		}
+		pmhash_check_local(idx);
+	}
+	PG_CATCH();
+	{
+		/* a failed load holds the index lock exclusively */
+		if (loading)
+			pmhash_free_shared(shared);
+		if (pmhash_error_is_pool_fault(geterrcode()))
+		{
+			PmhashFileSig sig;
+
+			pmhash_pool_file_sig(&shared->key, &sig);
+			pmhash_set_unusable(shared, &sig);
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+
+	if (unlikely(shared->unusable))
+		pmhash_set_unusable(shared, NULL);
+}
+
 /* fill in the parts of an attached-index handle */
 static void
 pmhash_init_handle(Relation index, PmhashShared *shared, PmhashLocal *local,
@@ -705,22 +883,7 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 	pmhash_init_handle(index, shared, local, mode, idx);
 
 	LWLockAcquire(&shared->lock, mode);
-	if (shared->state != PMHASH_STATE_READY)
-	{
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&shared->lock);
-			LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
-		}
-		if (shared->state != PMHASH_STATE_READY)
-			pmhash_load(idx);
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&shared->lock);
-			LWLockAcquire(&shared->lock, mode);
-		}
-	}
-	pmhash_check_local(idx);
+	pmhash_make_ready(idx, mode);
 }
 
 /*
@@ -751,6 +914,8 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
 	pmhash_pool_close(local);
+	if (shared->unusable)
+		pmhash_set_unusable(shared, NULL);
 	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
 	shared->indexoid = RelationGetRelid(index);
 	shared->pool_id = pool_id;
@@ -790,22 +955,7 @@ pmhash_relock(PmhashIndex *idx, LWLockMode mode)
 	LWLockRelease(&idx->shared->lock);
 	LWLockAcquire(&idx->shared->lock, mode);
 	idx->mode = mode;
-	if (idx->shared->state != PMHASH_STATE_READY)
-	{
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&idx->shared->lock);
-			LWLockAcquire(&idx->shared->lock, LW_EXCLUSIVE);
-		}
-		if (idx->shared->state != PMHASH_STATE_READY)
-			pmhash_load(idx);
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&idx->shared->lock);
-			LWLockAcquire(&idx->shared->lock, mode);
-		}
-	}
-	pmhash_check_local(idx);
+	pmhash_make_ready(idx, mode);
 }
 
 /* the primary segment that holds a hash (index lock held) */
@@ -929,6 +1079,7 @@ pmhash_forget(const PmhashKey *key)
 	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
 	pmhash_stats_forget_pool(shared->pool_id);
 	pmhash_stats_slot_release(shared->stats_slot);
+	pmhash_unmark_removed(shared);
 	hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
 	pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
 	LWLockRelease(pmhash_htab_lock);
@@ -988,6 +1139,7 @@ pmhash_forget_database(Oid dbid)
 			pmhash_free_shared(shared);
 			pmhash_stats_forget_pool(shared->pool_id);
 			pmhash_stats_slot_release(shared->stats_slot);
+			pmhash_unmark_removed(shared);
 			hash_search(pmhash_htab, &shared->key, HASH_REMOVE, NULL);
 			pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
 		}

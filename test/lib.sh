@@ -157,16 +157,26 @@ pmh_drop_root() {
 	done < <(compgen -e | grep -E '^(PMHASH_|PG_CONFIG$|PG_TEST_|PROVE_|CI$|NO_COLOR$|TERM$|LANG$|LC_)' |
 		grep -v -E '^PMHASH_TEST_(ORIG_ROOT|USER)$')
 
+	# a small file system for the out-of-disk test (test/tap/013_disk_full):
+	# 8 MB of tmpfs owned by the test user, if root may mount one here
+	local smallfs="$work/smallfs"
+	if [ -z "${PMHASH_TEST_SMALL_FS:-}" ] && mkdir "$smallfs" &&
+		mount -t tmpfs -o "size=8m,mode=0700,uid=$(id -u "$user"),gid=$(id -g "$user")" \
+			pmhash-smallfs "$smallfs" 2>/dev/null; then
+		envs+=(PMHASH_TEST_SMALL_FS="$smallfs")
+	fi
+
 	pmh_say "running as root: testing a copy of the tree in $work/src as user '$user'"
 	local rc=0
 	# shellcheck disable=SC2064
-	trap "rm -rf '$work'" EXIT
+	trap "umount '$smallfs' 2>/dev/null; rm -rf '$work'" EXIT
 	# a handler (not SIG_IGN, which runuser would inherit): on Ctrl-C or
 	# SIGTERM wait for the child, then stop leftovers and clean up below
 	trap ':' INT TERM
 	runuser -u "$user" -- env "${envs[@]}" bash "$work/src/$script" "$@" || rc=$?
 	# if the child was killed before it could clean up after itself
 	pmh_stop_stale_postmasters "$work" >&2
+	umount "$smallfs" 2>/dev/null
 
 	if [ "${PMH_COPY_BACK_LOGS:-0}" = 1 ] && [ -d "$work/src/tmp_check" ]; then
 		# silently: the child's last line ("N passed, N failed") must stay last

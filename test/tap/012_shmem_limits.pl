@@ -1,0 +1,199 @@
+
+# Copyright (c) pmhash authors
+#
+# pmhash's shared memory is a cache of the pools with two fixed limits:
+# pmhash.shared_memory (directories, fingerprints, D-buckets, log states)
+# and pmhash.max_indexes (index storages with shared state).  Running out
+# of either is a clear ERROR for the statement that needed more -- CREATE
+# INDEX, an insert that grows an index, the first use of an index after a
+# restart -- never a crash or a wrong answer; committed entries stay found,
+# pmhash_check stays clean, other indexes keep working, and freeing memory
+# (dropping an index) makes the failed operation work.
+
+use strict;
+use warnings;
+
+use PostgreSQL::Test::Cluster;
+use PostgreSQL::Test::Utils;
+use Test::More;
+
+my $node = PostgreSQL::Test::Cluster->new('shmem');
+$node->init;
+$node->append_conf('postgresql.conf', qq{
+shared_preload_libraries = 'pmhash'
+pmhash.shared_memory = 1MB
+pmhash.max_indexes = 64
+autovacuum = off
+});
+$node->start;
+
+my $pool_dir = $node->data_dir . '/pmhash';
+my $dboid = $node->safe_psql('postgres',
+	q{SELECT oid FROM pg_database WHERE datname = 'postgres'});
+
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION pmhash;
+	CREATE TABLE big (k int4);
+	INSERT INTO big SELECT generate_series(1, 1000);
+	CREATE INDEX big_k ON big USING pmhash (k);
+});
+
+sub pools { my @p = glob("$pool_dir/$dboid/*.pool"); return scalar(@p); }
+
+sub npmhash
+{
+	return $node->safe_psql('postgres', q{
+		SELECT count(*) FROM pg_class c JOIN pg_am a ON a.oid = c.relam
+		WHERE a.amname = 'pmhash'});
+}
+
+# count of rows with key k, through the index or not
+sub count_index
+{
+	my ($table, $k) = @_;
+	return $node->safe_psql('postgres', qq{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) FROM $table WHERE k = $k});
+}
+
+# every row of big is found through its index
+sub big_all_found
+{
+	return $node->safe_psql('postgres', q{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) = (SELECT count(*) FROM big)
+		FROM generate_series(1, (SELECT max(k) FROM big)) g
+		JOIN big ON big.k = g});
+}
+
+# 1. CREATE INDEX until the shared memory is used up
+my ($ret, $out, $err);
+my $small = 0;
+for my $i (1 .. 30)
+{
+	($ret, $out, $err) = $node->psql('postgres', qq{
+		BEGIN;
+		CREATE TABLE s$i (k int4);
+		INSERT INTO s$i SELECT generate_series(1, 100);
+		CREATE INDEX s${i}_k ON s$i USING pmhash (k);
+		COMMIT;});
+	last if $ret != 0;
+	$small = $i;
+}
+isnt($ret, 0, "CREATE INDEX fails once the shared memory is used up ($small fit)");
+like($err, qr/ERROR:  out of pmhash shared memory/, 'the error says what ran out');
+like($err, qr/HINT:  Increase pmhash.shared_memory/, 'and how to get more');
+is(npmhash(), $small + 1, 'the failed index does not exist');
+is(pools(), $small + 1, 'and left no pool file behind');
+is(count_index('s1', 50), '1', 'other indexes keep working');
+is(count_index('big', 500), '1', 'the big one too');
+
+# DROP gives the memory back: drop one, create one, several times over
+my $cycled = 0;
+for my $i (1 .. 8)
+{
+	my $j = $small + $i;
+	($ret, $out, $err) = $node->psql('postgres', qq{
+		DROP TABLE s$i;
+		BEGIN;
+		CREATE TABLE s$j (k int4);
+		INSERT INTO s$j SELECT generate_series(1, 100);
+		CREATE INDEX s${j}_k ON s$j USING pmhash (k);
+		COMMIT;});
+	last if $ret != 0;
+	$cycled = $i;
+}
+is($cycled, 8, 'each DROP INDEX frees the memory of a new index') or diag($err);
+my @s = map { "s$_" } 9 .. $small + 8;	# the small tables left
+
+# 2. an insert that needs a split (more shared memory) fails cleanly
+my $batches = 0;
+for my $b (1 .. 40)
+{
+	my $from = 1000 + ($b - 1) * 2000 + 1;
+	my $to = $from + 1999;
+	($ret, $out, $err) = $node->psql('postgres',
+		"INSERT INTO big SELECT generate_series($from, $to)");
+	last if $ret != 0;
+	$batches = $b;
+}
+isnt($ret, 0, "an insert that grows the index fails ($batches batches fit)");
+like($err, qr/ERROR:  out of pmhash shared memory/, 'with the same clear error');
+my $rows = 1000 + $batches * 2000;
+is($node->safe_psql('postgres', 'SELECT count(*) FROM big'), $rows,
+	'the failed statement was rolled back');
+is(big_all_found(), 't', 'every committed row is found through the index');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
+	'0', 'pmhash_check finds the index consistent');
+is(count_index($s[0], 7), '1', 'other indexes keep working');
+
+# freeing memory (dropping indexes) lets the insert through
+$node->safe_psql('postgres', "DROP TABLE $s[0], $s[1], $s[2]");
+my $from = $rows + 1;
+my $to = $rows + 2000;
+($ret, $out, $err) = $node->psql('postgres',
+	"INSERT INTO big SELECT generate_series($from, $to)");
+is($ret, 0, 'after DROP INDEX frees memory the insert works') or diag($err);
+is(big_all_found(), 't', 'every row is found through the index');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
+	'0', 'and the index is consistent');
+
+# 3. after a restart, new indexes take the memory first: loading an old
+# one fails with the error, and works once memory is freed again
+$node->restart;
+my $made = 0;
+for my $i (1 .. 30)
+{
+	($ret, $out, $err) = $node->psql('postgres', qq{
+		BEGIN;
+		CREATE TABLE n$i (k int4);
+		INSERT INTO n$i SELECT generate_series(1, 100);
+		CREATE INDEX n${i}_k ON n$i USING pmhash (k);
+		COMMIT;});
+	last if $ret != 0;
+	$made = $i;
+}
+isnt($ret, 0, "new indexes use up the memory ($made made)");
+($ret, $out, $err) = $node->psql('postgres', q{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM big WHERE k = 77});
+isnt($ret, 0, 'loading an index without enough memory fails');
+like($err, qr/ERROR:  out of pmhash shared memory/, 'with the clear error');
+like($err, qr/CONTEXT:  loading pool file "[^"]*" of pmhash index "big_k"/,
+	'naming the index and its pool');
+like($node->safe_psql('postgres', q{
+	SET enable_seqscan = off;
+	EXPLAIN (COSTS OFF) SELECT count(*) FROM big WHERE k = 77}), qr/big_k/,
+	'a lack of memory does not make the planner give up the index');
+is(count_index('n1', 5), '1', 'the indexes that are loaded keep working');
+$node->safe_psql('postgres', 'DROP TABLE ' . join(', ', map { "n$_" } 1 .. $made));
+is(count_index('big', 77), '1', 'after DROP frees memory the index loads');
+is(big_all_found(), 't', 'and finds every row');
+
+# 4. pmhash.max_indexes: index storages with shared state
+$node->append_conf('postgresql.conf', "pmhash.max_indexes = 3\n");
+$node->restart;
+is(count_index('big', 10), '1', 'first index in use');
+is(count_index($s[3], 10), '1', 'second index in use');
+is(count_index($s[4], 10), '1', 'third index in use');
+($ret, $out, $err) = $node->psql('postgres', qq{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM $s[5] WHERE k = 10});
+isnt($ret, 0, 'a fourth index cannot be used');
+like($err, qr/ERROR:  too many pmhash indexes in use/, 'the error says why');
+like($err, qr/HINT:  Increase pmhash.max_indexes/, 'and what to do');
+my $before = pools();
+($ret, $out, $err) = $node->psql('postgres', q{
+	CREATE TABLE m (k int4);
+	CREATE INDEX m_k ON m USING pmhash (k)});
+like($err, qr/ERROR:  too many pmhash indexes in use/,
+	'CREATE INDEX fails with the same error');
+is(pools(), $before, 'and leaves no pool file behind');
+is(count_index($s[3], 20), '1', 'the indexes in use keep working');
+is($node->safe_psql('postgres', qq{
+	SET enable_indexscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM $s[5] WHERE k = 10}), '1', 'the table is intact');
+$node->safe_psql('postgres', "DROP TABLE $s[4]");
+is(count_index($s[5], 10), '1', 'dropping an index makes room for another');
+
+done_testing();
