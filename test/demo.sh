@@ -104,10 +104,10 @@ PGDATA_DIR=$DEMO_DIR/data
 SERVER_LOG=$DEMO_DIR/server.log
 STARTED=0
 
+# shellcheck disable=SC2317 # (run by the EXIT trap)
 cleanup() {
 	if [ "$STARTED" = 1 ]; then
-		"$BINDIR/pg_ctl" -D "$PGDATA_DIR" -m fast -w -t 60 stop >/dev/null 2>&1 ||
-			"$BINDIR/pg_ctl" -D "$PGDATA_DIR" -m immediate -w stop >/dev/null 2>&1
+		pmh_cluster_stop "$BINDIR" "$PGDATA_DIR"
 	fi
 	if [ -s "$SERVER_LOG" ]; then cp "$SERVER_LOG" "$LOGDIR/server.log" 2>/dev/null; fi
 	if [ -n "${POOL_DIR:-}" ] && [ -z "${PMHASH_DEMO_KEEP:-}" ]; then rm -rf "$POOL_DIR"; fi
@@ -117,39 +117,18 @@ cleanup() {
 		rm -rf "$DEMO_DIR"
 	fi
 }
-on_signal() {
-	trap '' INT TERM # runuser forwards the signal once more: finish cleaning
-	echo "interrupted" >&2
-	exit 130 # runs cleanup via the EXIT trap
-}
-trap cleanup EXIT
-trap on_signal INT TERM
+pmh_trap_cleanup cleanup
 
-# a TCP port nobody listens on (the server itself only uses a Unix socket
-# in $DEMO_DIR, but the port number also names the socket and shm keys)
-port_in_use() { (exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null; }
-PORT=
-for _ in $(seq 1 50); do
-	p=$((20000 + RANDOM % 30000))
-	if ! port_in_use "$p" && [ ! -e "/tmp/.s.PGSQL.$p" ]; then
-		PORT=$p
-		break
-	fi
-done
-[ -n "$PORT" ] || pmh_die "could not find a free port"
+PORT=$(pmh_free_port) || pmh_die "could not find a free port"
 
 pmh_head "cluster: initdb + start (port $PORT, socket dir $DEMO_DIR)"
 t0=$(pmh_now)
-"$BINDIR/initdb" -D "$PGDATA_DIR" -A trust -U postgres --no-locale -E UTF8 >"$LOGDIR/initdb.log" 2>&1 ||
+pmh_cluster_init "$BINDIR" "$PGDATA_DIR" "$DEMO_DIR" "$PORT" "$LOGDIR/initdb.log" ||
 	{
 		pmh_tail "$LOGDIR/initdb.log"
 		pmh_die "initdb failed"
 	}
 {
-	echo "# added by test/demo.sh"
-	echo "port = $PORT"
-	echo "listen_addresses = ''"
-	echo "unix_socket_directories = '$DEMO_DIR'"
 	[ "$HAVE_PMHASH" = 1 ] && echo "shared_preload_libraries = 'pmhash'"
 	echo "shared_buffers = '$SHARED_BUFFERS'"
 	echo "maintenance_work_mem = '256MB'"

@@ -16,6 +16,7 @@
 #   PMH_TI_BINDIR        bindir inside tmp_install (put it first in PATH)
 #
 # and the functions pmh_drop_root, pmh_build, pmh_make_tmp_install,
+# pmh_free_port, pmh_cluster_init, pmh_cluster_stop, pmh_trap_cleanup,
 # pmh_stop_stale_postmasters, plus small logging helpers.
 #
 # Private temporary installation ("tmp_install")
@@ -242,6 +243,59 @@ pmh_make_tmp_install() {
 		return 1
 	fi
 	return 0
+}
+
+# ----------------------------------------------------- throwaway cluster ---
+
+# pmh_free_port: print a TCP port that nobody listens on and whose socket
+# name in /tmp is free.  (Throwaway servers listen only on a Unix socket in
+# their own directory, but the port number also names that socket and the
+# shared memory keys.)
+pmh_free_port() {
+	local p
+	for _ in $(seq 1 50); do
+		p=$((20000 + RANDOM % 30000))
+		if ! (exec 3<>"/dev/tcp/127.0.0.1/$p") 2>/dev/null && [ ! -e "/tmp/.s.PGSQL.$p" ]; then
+			echo "$p"
+			return 0
+		fi
+	done
+	return 1
+}
+
+# pmh_cluster_init BINDIR DATADIR SOCKDIR PORT LOG: initdb a throwaway
+# cluster (superuser "postgres", trust, no locale, UTF8; initdb's output to
+# LOG) that listens on PORT only through a Unix socket in SOCKDIR.  Append
+# further settings to DATADIR/postgresql.conf before starting it.
+pmh_cluster_init() {
+	local bindir=$1 datadir=$2 sockdir=$3 port=$4 log=$5
+	"$bindir/initdb" -D "$datadir" -A trust -U postgres --no-locale -E UTF8 >"$log" 2>&1 || return 1
+	{
+		echo "# added by $(basename "$0")"
+		echo "port = $port"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$sockdir'"
+	} >>"$datadir/postgresql.conf"
+}
+
+# pmh_cluster_stop BINDIR DATADIR: stop a server, fast, or immediately if
+# that does not work
+pmh_cluster_stop() {
+	"$1/pg_ctl" -D "$2" -m fast -w -t 60 stop >/dev/null 2>&1 ||
+		"$1/pg_ctl" -D "$2" -m immediate -w stop >/dev/null 2>&1
+}
+
+# pmh_trap_cleanup FUNC: run FUNC when the script exits, and exit (130) on
+# SIGINT / SIGTERM, so that FUNC runs then too
+pmh_trap_cleanup() {
+	# shellcheck disable=SC2064
+	trap "$1" EXIT
+	trap _pmh_on_signal INT TERM
+}
+_pmh_on_signal() {
+	trap '' INT TERM # runuser forwards the signal once more: finish cleaning
+	echo "interrupted" >&2
+	exit 130
 }
 
 # ------------------------------------------------------------- cleanup ---

@@ -15,6 +15,8 @@
 #   isolation  pg_isolation_regress over test/isolation/specs/*.spec with
 #              expected output in test/isolation/expected/*.out (schedule
 #              test/isolation/isolation_schedule if present); one per spec
+#              (regress and isolation: a temp.conf in the suite's directory
+#              is added to the server's settings)
 #   tap        test/tap/*.pl via prove with PostgreSQL::Test::Cluster; one
 #              count per .pl file
 #   extra      every executable test/extra/*.sh; one count per script
@@ -285,8 +287,10 @@ run_schedule_suite() {
 run_pg_regress_suite() {
 	local name=$1 driver=$2 inputdir=$3 schedule=$4 ntests=$5 dbname=$6
 	local inst=$PMH_CHECK/$name outdir=$PMH_CHECK/${name}_out log=$PMH_CHECK/$name.log
-	local t0 rc p f note stage missing=''
+	local t0 rc p f note stage missing='' extra_conf=()
 	t0=$(pmh_now)
+	# a suite's own settings (e.g. test/isolation/temp.conf), after ours
+	[ -f "$inputdir/temp.conf" ] && extra_conf=(--temp-config="$inputdir/temp.conf")
 	rm -rf "$inst" "$outdir"
 	mkdir -p "$outdir"
 	stage=$(stage_inputdir "$name" "$inputdir" "$schedule")
@@ -296,7 +300,7 @@ run_pg_regress_suite() {
 	fi
 	run_logged "$log" "$driver" \
 		--temp-instance="$inst" \
-		--temp-config="$PMH_ROOT/test/pmhash.conf" \
+		--temp-config="$PMH_ROOT/test/pmhash.conf" "${extra_conf[@]}" \
 		--bindir="$PMH_TI_BINDIR" \
 		--inputdir="$stage" \
 		--outputdir="$outdir" \
