@@ -16,7 +16,10 @@
 #      table (seqscan, hash/merge join, bitmap scan, memoize, material off;
 #      the plan is checked to be an Index Scan using that index), warmed up
 #      once (the answers must agree), then best of $REPEAT EXPLAIN (ANALYZE,
-#      TIMING OFF), the three methods interleaved
+#      TIMING OFF), the three methods interleaved; with the positive
+#      uniform keys also the floor: the same rows fetched by TID (a Tid Scan
+#      as the inner side, i.e. a perfect index), so that "index part" =
+#      probe cost - floor
 #   6. insert upkeep: INSERT ... SELECT of the $ROWS rows into an empty
 #      table with the index minus the same without an index; the same with
 #      COPY FROM a file; best of $REPEAT each, interleaved
@@ -122,6 +125,9 @@ record() {
 	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$TSV"
 }
 
+# val METRIC AM: a recorded number, or empty
+val() { printf '%s' "${V["$1|$2"]:-}"; }
+
 # timed_sql SQL...: run the statements in one session after a CHECKPOINT;
 # prints the milliseconds the last statement took
 timed_sql() {
@@ -181,7 +187,12 @@ CREATE TABLE p_neg_uniform AS
 CREATE TABLE p_neg_zipf AS
   SELECT :rows + 1 + (r * 2654435761) % :rows AS k FROM zipf_ranks OFFSET :probes;
 DROP TABLE zipf_ranks;
-VACUUM (ANALYZE) t_pmhash, t_btree, t_hash, p_pos_uniform, p_pos_zipf, p_neg_uniform, p_neg_zipf;
+-- the floor of probe cost: the same rows fetched by TID (a perfect index)
+CREATE TABLE p_floor AS
+  SELECT t.ctid AS tid
+  FROM (SELECT row_number() OVER () AS ord, k FROM p_pos_uniform) p JOIN t_btree t ON t.k = p.k
+  ORDER BY p.ord;
+VACUUM (ANALYZE) t_pmhash, t_btree, t_hash, p_pos_uniform, p_pos_zipf, p_neg_uniform, p_neg_zipf, p_floor;
 CHECKPOINT;
 EOF
 ZIPF_TOP=$(sql -c "SELECT round(100.0 * max(c) / $PROBES, 1) || ' % of the Zipf probes hit the hottest key, ' || count(*) || ' distinct keys'
@@ -224,15 +235,56 @@ SETTINGS="SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergej
 SET enable_bitmapscan = off; SET enable_memoize = off; SET enable_material = off;
 SET enable_indexonlyscan = off;"
 WORKLOADS=(pos_uniform pos_zipf neg_uniform neg_zipf)
-join_query() { echo "SELECT count(*), sum(length(t.payload)) FROM p_$1 p JOIN t_$2 t ON t.k = p.k"; }
+join_query() {
+	if [ "$2" = tid ]; then
+		echo "SELECT count(*), sum(length(t.payload)) FROM p_floor p JOIN t_btree t ON t.ctid = p.tid"
+	else
+		echo "SELECT count(*), sum(length(t.payload)) FROM p_$1 p JOIN t_$2 t ON t.k = p.k"
+	fi
+}
+# probe_run WORKLOAD AM: one timed run; prints the execution time (ms) and
+# the CPU time the backend used (ms, from /proc: clock ticks), which a busy
+# machine distorts less than the wall clock
+probe_run() {
+	local out tick
+	tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+	out=$(sql 2>&1 <<EOF
+SELECT pg_backend_pid() AS pid \gset
+\setenv PMH_BACKEND_PID :pid
+$SETTINGS
+\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
+EXPLAIN (ANALYZE, TIMING OFF) $(join_query "$1" "$2");
+\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
+EOF
+	) || return 0
+	awk -v tick="$tick" '
+		/^cpu / { c[n++] = $2 }
+		/^Execution Time: / { ms = $3 }
+		END {
+			if (ms == "") exit
+			if (n == 2) printf "%s %.0f\n", ms, (c[1] - c[0]) * 1000 / tick
+			else printf "%s\n", ms
+		}' <<<"$out"
+}
+
+plan_ok() {
+	grep -q "Nested Loop" <<<"$3" || return 1
+	if [ "$2" = tid ]; then
+		grep -q "Tid Scan on t_btree" <<<"$3"
+	else
+		grep -q "Index Scan using idx_$2 on t_$2" <<<"$3"
+	fi
+}
 
 if ! skip probe; then
 	for w in "${WORKLOADS[@]}"; do
 		pmh_head "probe: nested loop, $PROBES lookups ($w)"
 		ref=''
-		for am in "${AMS[@]}"; do
+		ams=("${AMS[@]}")
+		[ "$w" = pos_uniform ] && ams+=(tid)
+		for am in "${ams[@]}"; do
 			plan=$(sql -c "$SETTINGS" -c "EXPLAIN (COSTS OFF) $(join_query "$w" "$am")" 2>&1)
-			if ! grep -q "Nested Loop" <<<"$plan" || ! grep -q "Index Scan using idx_$am on t_$am" <<<"$plan"; then
+			if ! plan_ok "$w" "$am" "$plan"; then
 				pmh_err "the plan for $w via $am is not a nested loop over idx_$am:"
 				echo "$plan" | sed 's/^/    /'
 				STATUS=1
@@ -253,18 +305,28 @@ if ! skip probe; then
 			fi
 		done
 		for r in $(seq 1 "$REPEAT"); do
-			for am in "${AMS[@]}"; do
-				ms=$(sql -c "$SETTINGS" -c "EXPLAIN (ANALYZE, TIMING OFF) $(join_query "$w" "$am")" |
-					sed -n -E 's/^Execution Time: ([0-9.]+) ms$/\1/p')
+			for am in "${ams[@]}"; do
+				read -r ms cpu < <(probe_run "$w" "$am")
 				[ -n "$ms" ] || continue
-				printf '    %-7s run %d: %s ms\n' "$am" "$r" "$ms"
+				printf '    %-7s run %d: %s ms (backend CPU %s ms)\n' "$am" "$r" "$ms" "${cpu:-?}"
 				V["probe_$w|$am"]=$(min "${V["probe_$w|$am"]:-}" "$ms")
+				[ -n "$cpu" ] && V["probecpu_$w|$am"]=$(min "${V["probecpu_$w|$am"]:-}" "$cpu")
 			done
 		done
+		for am in "${ams[@]}"; do
+			for k in probe probecpu; do
+				ms=${V["${k}_$w|$am"]:-}
+				[ -n "$ms" ] || continue
+				record "${k}_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
+			done
+		done
+	done
+	for k in probe probecpu; do
+		floor=$(val "${k}_pos_uniform_ns" tid)
 		for am in "${AMS[@]}"; do
-			ms=${V["probe_$w|$am"]:-}
-			[ -n "$ms" ] || continue
-			record "probe_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
+			p=$(val "${k}_pos_uniform_ns" "$am")
+			[ -n "$p" ] && [ -n "$floor" ] || continue
+			record "${k}_pos_uniform_index_ns" "$am" $((p - floor)) ns
 		done
 	done
 fi
@@ -383,7 +445,6 @@ fi
 
 # -------------------------------------------------------------- report ---
 
-val() { printf '%s' "${V["$1|$2"]:-}"; }
 num_or_na() { [ -n "${1:-}" ] && printf '%s' "$1" || printf 'n/a'; }
 # ratio A B: A/B as "0.62"
 ratio() {
@@ -394,8 +455,17 @@ ratio() {
 	fi
 }
 # verdict R LIMIT: "met" if R <= LIMIT (ratios where lower is better)
-verdict_le() { [ "$1" != n/a ] && awk -v r="$1" -v l="$2" 'BEGIN { exit !(r <= l) }' && echo met || echo missed; }
-verdict_ge() { [ "$1" != n/a ] && awk -v r="$1" -v l="$2" 'BEGIN { exit !(r >= l) }' && echo met || echo missed; }
+verdict() {
+	if [ "$1" = n/a ]; then
+		echo n/a
+	elif awk -v r="$1" -v l="$3" "BEGIN { exit !(r $2 l) }"; then
+		echo met
+	else
+		echo missed
+	fi
+}
+verdict_le() { verdict "$1" "<=" "$2"; }
+verdict_ge() { verdict "$1" ">=" "$2"; }
 
 # row LABEL METRIC TARGET: one line of the main table
 row() {
@@ -425,9 +495,16 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	row "bytes per entry (pmhash: pool + shared memory)" bytes_per_entry
 	row "probe, positive uniform (ns / lookup)" probe_pos_uniform_ns \
 		"<= 0.45 x btree: $(verdict_le "$PROBE_TARGET_B" 0.45); <= 0.7 x hash: $(verdict_le "$PROBE_TARGET_H" 0.7)"
+	row "  index part: minus the TID-scan floor (ns / lookup)" probe_pos_uniform_index_ns
 	row "probe, positive Zipf (ns / lookup)" probe_pos_zipf_ns
 	row "probe, negative uniform (ns / lookup)" probe_neg_uniform_ns
 	row "probe, negative Zipf (ns / lookup)" probe_neg_zipf_ns
+	row "probe, positive uniform, backend CPU (ns / lookup)" probecpu_pos_uniform_ns \
+		"<= 0.45 x btree: $(verdict_le "$(ratio "$(val probecpu_pos_uniform_ns pmhash)" "$(val probecpu_pos_uniform_ns btree)")" 0.45); <= 0.7 x hash: $(verdict_le "$(ratio "$(val probecpu_pos_uniform_ns pmhash)" "$(val probecpu_pos_uniform_ns hash)")" 0.7)"
+	row "  index part: minus the TID-scan floor (CPU ns / lookup)" probecpu_pos_uniform_index_ns
+	row "probe, positive Zipf, backend CPU (ns / lookup)" probecpu_pos_zipf_ns
+	row "probe, negative uniform, backend CPU (ns / lookup)" probecpu_neg_uniform_ns
+	row "probe, negative Zipf, backend CPU (ns / lookup)" probecpu_neg_zipf_ns
 	row "insert upkeep, INSERT ... SELECT (ms)" insert_upkeep_ms "<= 0.3 x hash: $(verdict_le "$UPKEEP_H" 0.3)"
 	row "insert upkeep, COPY (ms)" copy_upkeep_ms
 	row "VACUUM after deleting 10 % (ms, index part)" vacuum10_index_ms
@@ -435,7 +512,7 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	echo
 	echo "Without an index: INSERT ... SELECT $(num_or_na "$(val insert none)") ms, COPY $(num_or_na "$(val copy none)") ms, VACUUM after 10 % / 50 %: $(num_or_na "$(val vac10 none)") / $(num_or_na "$(val vac50 none)") ms."
 	echo "pmhash after CREATE INDEX: pool $(num_or_na "$(val pool_bytes_per_entry pmhash)") B/entry, shared memory $(num_or_na "$(val shmem_bytes_per_entry pmhash)") B/entry, load factor $(num_or_na "$(val load_factor pmhash)"); write amplification of the INSERT ... SELECT load: $(num_or_na "$(val wa pmhash)") (media model)."
-	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup."
+	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
 	if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 		echo
 		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, ${PGB_TIME}s per run, transactions per second; scripts in test/bench/pgbench/):"
@@ -469,7 +546,8 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 } >"$OUT/sql_probe.dat"
 {
 	printf '# metric vs_btree vs_hash\n'
-	for m in build_ms:build bytes_per_entry:size probe_pos_uniform_ns:probe+ probe_neg_uniform_ns:probe- \
+	for m in build_ms:build bytes_per_entry:size probe_pos_uniform_ns:probe+ probe_pos_uniform_index_ns:probe+-index \
+		probe_neg_uniform_ns:probe- \
 		insert_upkeep_ms:insert-upkeep copy_upkeep_ms:copy-upkeep vacuum10_index_ms:vacuum-10% vacuum50_index_ms:vacuum-50%; do
 		printf '%s %s %s\n' "${m#*:}" "$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" btree)")" \
 			"$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" hash)")"
