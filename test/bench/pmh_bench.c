@@ -104,6 +104,7 @@ typedef struct BenchOptions
 	int			media_lines;	/* 0: no media model */
 	bool		direct;			/* also the insert-direct run */
 	bool		verify;			/* look every key up after load/delete */
+	bool		experiments;	/* also the probe experiments */
 	const char *tsv;
 	uint64		seed;
 	double		pool_factor;	/* segments reserved per 1024 entries */
@@ -123,6 +124,7 @@ static BenchOptions opt = {
 	.media_lines = PMH_MEDIA_DEFAULT_LINES,
 	.direct = true,
 	.verify = false,
+	.experiments = true,
 	.tsv = NULL,
 	.seed = UINT64CONST(0x706d68617368),
 	.pool_factor = 3.0,
@@ -1142,23 +1144,389 @@ vacuum_begin(Worker *w)
 	pthread_mutex_unlock(&t->loglock);
 }
 
-/* ---------------------------------------------------------------------
- * Phases: the threads, the clock, the counters
- * ---------------------------------------------------------------------
- */
-
 typedef enum BenchOp
 {
 	OP_INSERT,
 	OP_INSERT_DIRECT,
 	OP_SEARCH_POS,
 	OP_SEARCH_NEG,
-	OP_DELETE
+	OP_DELETE,
+	/* probe experiments: lookups src/ does not have (see probe_exp) */
+	OP_EXP_BASE_POS,
+	OP_EXP_BASE_NEG,
+	OP_EXP_NOLOCK_POS,
+	OP_EXP_PREFETCH_POS,
+	OP_EXP_PREFETCH_NEG,
+	OP_EXP_FP16_POS,
+	OP_EXP_FP16_NEG,
+	OP_EXP_GROUP4_POS,
+	OP_EXP_GROUP4_NEG,
+	OP_EXP_G4FP16_POS,
+	OP_EXP_G4FP16_NEG
 } BenchOp;
 
 static const char *const op_names[] = {
-	"insert", "insert-direct", "search+", "search-", "delete"
+	"insert", "insert-direct", "search+", "search-", "delete",
+	"search+", "search-", "search+ no locks", "search+ prefetch",
+	"search- prefetch", "search+ fp16", "search- fp16",
+	"search+ 1/4 segment", "search- 1/4 segment",
+	"search+ 1/4 segment, fp16", "search- 1/4 segment, fp16"
 };
+
+#define OP_IS_EXPERIMENT(op) ((op) >= OP_EXP_BASE_POS)
+#define OP_IS_POSITIVE(op) ((op) == OP_SEARCH_POS || (op) == OP_EXP_BASE_POS || \
+	(op) == OP_EXP_NOLOCK_POS || (op) == OP_EXP_PREFETCH_POS || \
+	(op) == OP_EXP_FP16_POS || (op) == OP_EXP_GROUP4_POS || \
+	(op) == OP_EXP_G4FP16_POS)
+#define OP_IS_LOOKUP(op) ((op) == OP_SEARCH_POS || (op) == OP_SEARCH_NEG || \
+	OP_IS_EXPERIMENT(op))
+
+/* ---------------------------------------------------------------------
+ * Probe experiments: alternative lookups on the same loaded table, to
+ * measure ideas for the probe cost without changing src/.  Read-only: the
+ * side structures are built after the load and are not maintained.
+ *
+ *	no locks	pmh_lookup without the index and segment locks (what an
+ *				optimistic, version-checked read as in ElimDA would save)
+ *	prefetch	the same fingerprint scan, but all candidate slots are
+ *				collected and prefetched before any is compared
+ *	fp16		16-bit fingerprints (hash & 0xffff) instead of 8-bit: one
+ *				more byte of shared memory per slot
+ *	1/4 segment	as if an entry's line were chosen among 16 of the 64 by two
+ *				hash bits (a D-bucket per quarter segment): the scan covers
+ *				256 slots.  Simulated: the quarter's fingerprints are those
+ *				of the live entries whose hash picks it, wherever they are;
+ *				the pool reads are the same entries
+ *	1/4 segment, fp16  both
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The fingerprints an experiment keeps besides PmhSegMeta.fp, for segments
+ * 0 .. nseg-1.  A simulated quarter has room for QCAP entries (a real one
+ * would hold 256 and split when full; QCAP only keeps this simulation from
+ * losing entries of a quarter that happens to have more).
+ */
+#define QCAP 512
+
+typedef struct ProbeSide
+{
+	uint32		nseg;
+	uint16	   *fp16;			/* nseg * PMH_SEG_SLOTS */
+	uint8	   *q_fp;			/* nseg * 4 * QCAP fingerprints */
+	uint16	   *q_fp16;			/* the same, 16 bits */
+	uint16	   *q_slot;			/* the segment slot of each of them */
+	uint16	   *q_n;			/* nseg * 4: entries in each quarter */
+	uint64		q_over;			/* quarters holding more than 256 */
+} ProbeSide;
+
+static ProbeSide probe_side;
+static uint64 exp_quarters_over;	/* for the report */
+static uint64 exp_quarters;
+
+/* the quarter of a segment an entry would live in: hash bits 8 and 9 */
+static inline int
+hash_quarter(uint64 hash)
+{
+	return (int) ((hash >> 8) & 3);
+}
+
+/* build the experiments' fingerprints from the loaded table (not timed) */
+static void
+probe_side_build(const Table *t)
+{
+	PmhPool		p;
+	uint32		nseg = 0;
+	uint32		s;
+
+	memset(&p, 0, sizeof(p));
+	p.base = t->base;
+	p.mapped_len = t->mapped_len;
+	for (s = 0; s < t->nseg; s++)
+		if (pmh_segword_is_valid(t->meta[s].word))
+			nseg = s + 1;
+	probe_side.nseg = nseg;
+	probe_side.q_over = 0;
+	probe_side.fp16 = pg_malloc0(sizeof(uint16) * nseg * PMH_SEG_SLOTS);
+	probe_side.q_fp = pg_malloc0((size_t) nseg * 4 * QCAP);
+	probe_side.q_fp16 = pg_malloc0(sizeof(uint16) * nseg * 4 * QCAP);
+	probe_side.q_slot = pg_malloc0(sizeof(uint16) * nseg * 4 * QCAP);
+	probe_side.q_n = pg_malloc0(sizeof(uint16) * nseg * 4);
+	for (s = 0; s < nseg; s++)
+	{
+		const PmhSegMeta *m = &t->meta[s];
+		const PmhEntry *e;
+		int			b;
+
+		if (!pmh_segword_is_valid(m->word) || pmh_segword_is_log(m->word))
+			continue;
+		e = pmh_seg_entries(&p, s);
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			uint32		occ = m->occ[b];
+
+			while (occ)
+			{
+				int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(occ);
+				uint64		h = e[slot].hash;
+				int			q = hash_quarter(h);
+				uint16	   *n = &probe_side.q_n[s * 4 + q];
+
+				occ &= occ - 1;
+				probe_side.fp16[(size_t) s * PMH_SEG_SLOTS + slot] = (uint16) (h & 0xffff);
+				if (*n < QCAP)
+				{
+					size_t		qi = ((size_t) s * 4 + q) * QCAP + *n;
+
+					probe_side.q_fp[qi] = pmh_fingerprint(h);
+					probe_side.q_fp16[qi] = (uint16) (h & 0xffff);
+					probe_side.q_slot[qi] = (uint16) slot;
+					(*n)++;
+				}
+				else
+					die("simulated quarter segment with more than %d entries", QCAP);
+			}
+		}
+		for (b = 0; b < 4; b++)
+			probe_side.q_over += probe_side.q_n[s * 4 + b] > PMH_SEG_SLOTS / 4;
+	}
+}
+
+/* free the experiments' fingerprints */
+static void
+probe_side_free(void)
+{
+	free(probe_side.fp16);
+	free(probe_side.q_fp);
+	free(probe_side.q_fp16);
+	free(probe_side.q_slot);
+	free(probe_side.q_n);
+	memset(&probe_side, 0, sizeof(probe_side));
+}
+
+/* compare one read slot; collect its tag if the hash matches */
+static inline void
+exp_check(Worker *w, const PmhEntry *e, uint64 hash, uint64 *tags, int *n)
+{
+	w->cur_reads++;
+	if (e->hash == hash)
+	{
+		if (*n < PMH_BUCKET_SLOTS)
+			tags[*n] = e->tag;
+		(*n)++;
+	}
+}
+
+/* the live slots of one bucket whose 16-bit fingerprint matches */
+static inline uint32
+bucket_candidates16(const uint16 *fps, uint32 occ, uint16 fp)
+{
+	uint32		match = 0;
+
+	if (occ == 0)
+		return 0;
+#ifdef __SSE2__
+	{
+		__m128i		v = _mm_set1_epi16((short) fp);
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
+
+		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+	}
+#else
+	{
+		int			i;
+
+		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+			match |= (uint32) (fps[i] == fp) << i;
+	}
+#endif
+	return match & occ;
+}
+
+/*
+ * One experimental lookup of key k (segment chain only: the loaded table's
+ * D-buckets are checked as usual).  Returns the number of entries with the
+ * hash; *found tells whether one is the key's.
+ */
+static int
+probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
+{
+	Table	   *t = w->t;
+	uint64		hash = key_hash(k);
+	uint64		want = key_tag(k);
+	uint64		tags[PMH_BUCKET_SLOTS];
+	bool		locks = op != OP_EXP_NOLOCK_POS;
+	uint32		segno;
+	uint32		s;
+	PmhSegMeta *m;
+	int			n = 0;
+	int			i;
+
+	w->cur_reads = 0;
+	if (locks)
+		idx_lock(w, false);
+	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	m = &t->meta[segno];
+	if (locks)
+		pthread_rwlock_rdlock(&t->seglock[segno]);
+	switch (op)
+	{
+		case OP_EXP_BASE_POS:
+		case OP_EXP_BASE_NEG:
+		case OP_EXP_NOLOCK_POS:
+			n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
+			break;
+		case OP_EXP_PREFETCH_POS:
+		case OP_EXP_PREFETCH_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhSegMeta *sm = &t->meta[s];
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				uint16		cand[PMH_SEG_SLOTS];
+				int			nc = 0;
+				int			b;
+
+				for (b = 0; b < PMH_SEG_BUCKETS; b++)
+				{
+					uint32		c = bucket_candidates(sm, b, pmh_fingerprint(hash));
+
+					while (c)
+					{
+						int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						__builtin_prefetch(&e[slot]);
+						cand[nc++] = (uint16) slot;
+					}
+				}
+				for (i = 0; i < nc; i++)
+					exp_check(w, &e[cand[i]], hash, tags, &n);
+			}
+			break;
+		case OP_EXP_FP16_POS:
+		case OP_EXP_FP16_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhSegMeta *sm = &t->meta[s];
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				const uint16 *fps = &probe_side.fp16[(size_t) s * PMH_SEG_SLOTS];
+				int			b;
+
+				if (sm->nlive == 0)
+					continue;
+				for (b = 0; b < PMH_SEG_BUCKETS; b++)
+				{
+					uint32		c = bucket_candidates16(&fps[b * PMH_BUCKET_SLOTS],
+														sm->occ[b],
+														(uint16) (hash & 0xffff));
+
+					while (c)
+					{
+						int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						exp_check(w, &e[slot], hash, tags, &n);
+					}
+				}
+			}
+			break;
+		case OP_EXP_G4FP16_POS:
+		case OP_EXP_G4FP16_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				int			q = hash_quarter(hash);
+				size_t		base = ((size_t) s * 4 + q) * QCAP;
+				int			nq = probe_side.q_n[s * 4 + q];
+				int			b;
+
+				for (b = 0; b * PMH_BUCKET_SLOTS < nq; b++)
+				{
+					int			left = nq - b * PMH_BUCKET_SLOTS;
+					uint32		c;
+
+					c = bucket_candidates16(&probe_side.q_fp16[base + b * PMH_BUCKET_SLOTS],
+											left >= PMH_BUCKET_SLOTS ? 0xffff : (1u << left) - 1,
+											(uint16) (hash & 0xffff));
+					while (c)
+					{
+						int			qs = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						exp_check(w, &e[probe_side.q_slot[base + qs]], hash, tags, &n);
+					}
+				}
+			}
+			break;
+		case OP_EXP_GROUP4_POS:
+		case OP_EXP_GROUP4_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				int			q = hash_quarter(hash);
+				size_t		base = ((size_t) s * 4 + q) * QCAP;
+				int			nq = probe_side.q_n[s * 4 + q];
+				int			b;
+
+				for (b = 0; b * PMH_BUCKET_SLOTS < nq; b++)
+				{
+					int			left = nq - b * PMH_BUCKET_SLOTS;
+					uint32		occ = left >= PMH_BUCKET_SLOTS ? 0xffff : (1u << left) - 1;
+					uint32		c = 0;
+
+#ifdef __SSE2__
+					c = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(
+																  _mm_loadu_si128((const __m128i *) &probe_side.q_fp[base + b * PMH_BUCKET_SLOTS]),
+																  _mm_set1_epi8((char) pmh_fingerprint(hash))));
+#else
+					for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+						c |= (uint32) (probe_side.q_fp[base + b * PMH_BUCKET_SLOTS + i] ==
+									   pmh_fingerprint(hash)) << i;
+#endif
+					c &= occ;
+					while (c)
+					{
+						int			qs = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						exp_check(w, &e[probe_side.q_slot[base + qs]], hash, tags, &n);
+					}
+				}
+			}
+			break;
+		default:
+			die("not an experiment: %d", (int) op);
+	}
+	for (i = 0; i < (int) m->npending; i++)
+	{
+		if (m->pending[i].hash != hash)
+			continue;
+		if (n < PMH_BUCKET_SLOTS)
+			tags[n] = m->pending[i].tag;
+		n++;
+	}
+	if (locks)
+	{
+		pthread_rwlock_unlock(&t->seglock[segno]);
+		idx_unlock(w);
+	}
+	*found = false;
+	for (i = 0; i < Min(n, PMH_BUCKET_SLOTS); i++)
+		*found |= tags[i] == want;
+	if (w->cur_reads > 0)
+	{
+		w->reads += w->cur_reads;
+		w->ops_reading++;
+	}
+	return n;
+}
+
+/* ---------------------------------------------------------------------
+ * Phases: the threads, the clock, the counters
+ * ---------------------------------------------------------------------
+ */
+
 
 /* one measurement */
 typedef struct Result
@@ -1230,6 +1598,21 @@ worker_main(void *arg)
 				break;
 			case OP_DELETE:
 				w->hits += op_delete(w, k, a->deleted);
+				break;
+			default:
+				n = probe_exp(w, (BenchOp) w->op, k, &found);
+				if (OP_IS_POSITIVE(w->op))
+				{
+					w->hits += found;
+					if (n != 1 || !found)
+						w->errors++;
+				}
+				else
+				{
+					w->hits += n > 0;
+					if (n != 0)
+						w->errors++;
+				}
 				break;
 		}
 	}
@@ -1444,6 +1827,36 @@ note_shape(const Table *t, uint64 entries)
 }
 
 /*
+ * The probe experiments on the loaded table, one thread, uniform keys: the
+ * baseline again, then each alternative lookup (probe_exp).
+ */
+static void
+run_experiments(Table *t, Worker *workers)
+{
+	static const BenchOp pos[] = {OP_EXP_BASE_POS, OP_EXP_NOLOCK_POS,
+	OP_EXP_PREFETCH_POS, OP_EXP_FP16_POS, OP_EXP_GROUP4_POS, OP_EXP_G4FP16_POS};
+	static const BenchOp neg[] = {OP_EXP_BASE_NEG, OP_EXP_PREFETCH_NEG,
+	OP_EXP_FP16_NEG, OP_EXP_GROUP4_NEG, OP_EXP_G4FP16_NEG};
+	uint32	   *ps = make_stream(opt.ops, 0, opt.entries, false, opt.seed + 41);
+	uint32	   *ns = make_stream(opt.ops, opt.entries, opt.entries, false, opt.seed + 42);
+	double		t0 = now_seconds();
+	int			i;
+
+	probe_side_build(t);
+	fprintf(stderr, "  probe experiments (1 thread, uniform); side fingerprints built in %.3f s\n",
+			now_seconds() - t0);
+	for (i = 0; i < (int) lengthof(pos); i++)
+		run_phase(t, workers, 1, pos[i], ps, opt.ops, "uniform", NULL);
+	for (i = 0; i < (int) lengthof(neg); i++)
+		run_phase(t, workers, 1, neg[i], ns, opt.ops, "uniform", NULL);
+	exp_quarters_over = probe_side.q_over;
+	exp_quarters = (uint64) t->primaries * 4;
+	probe_side_free();
+	free(ps);
+	free(ns);
+}
+
+/*
  * Everything for one thread count: load a fresh table through the write
  * path, search it (positive, negative; each distribution), delete from it.
  */
@@ -1486,6 +1899,9 @@ run_suite(int nthreads)
 		run_phase(t, workers, nthreads, OP_SEARCH_NEG, s, opt.ops, dist, NULL);
 		free(s);
 	}
+
+	if (opt.experiments && nthreads == opt.threads[0])
+		run_experiments(t, workers);
 
 	t0 = now_seconds();
 	vacuum_begin(&workers[0]);
@@ -1562,6 +1978,16 @@ cpu_model(char *buf, size_t len)
 	fclose(f);
 }
 
+/* "0.62x" in a static buffer */
+static const char *
+psprintf_ratio(double x)
+{
+	static char buf[32];
+
+	snprintf(buf, sizeof(buf), "%.2fx", x);
+	return buf;
+}
+
 /* "1.23x" of a over b, or "" */
 static const char *
 ratio(double a, double b, char *buf, size_t len)
@@ -1588,6 +2014,66 @@ find_result(BenchOp op, const char *dist, int threads)
 			best = r;
 	}
 	return best;
+}
+
+/* the table of the probe experiments, relative to their baseline run */
+static void
+report_experiments(void)
+{
+	const Result *bpos = NULL;
+	const Result *bneg = NULL;
+	int			i;
+
+	for (i = 0; i < nresults; i++)
+	{
+		if (results[i].op == OP_EXP_BASE_POS)
+			bpos = &results[i];
+		if (results[i].op == OP_EXP_BASE_NEG)
+			bneg = &results[i];
+	}
+	if (bpos == NULL && bneg == NULL)
+		return;
+	printf("\nProbe experiments (1 thread, uniform keys, on the table loaded above; lookups that src/ does not have, measured to weigh ideas for the probe cost; the baseline is pmh_lookup as in src/, run again here):\n\n");
+	printf("| lookup | Mops/s | Mops / CPU-s | CPU time vs baseline | pool reads / lookup | lookups reading PMem | shared memory per slot |\n");
+	printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+	for (i = 0; i < nresults; i++)
+	{
+		const Result *r = &results[i];
+		const Result *b;
+		const char *mem;
+
+		if (!OP_IS_EXPERIMENT(r->op))
+			continue;
+		b = OP_IS_POSITIVE(r->op) ? bpos : bneg;
+		switch (r->op)
+		{
+			case OP_EXP_FP16_POS:
+			case OP_EXP_FP16_NEG:
+				mem = "+1 B (16-bit fingerprint)";
+				break;
+			case OP_EXP_G4FP16_POS:
+			case OP_EXP_G4FP16_NEG:
+				mem = "+1.1 B";
+				break;
+			case OP_EXP_GROUP4_POS:
+			case OP_EXP_GROUP4_NEG:
+				mem = "+0.1 B (3 more D-buckets per segment)";
+				break;
+			default:
+				mem = "same";
+				break;
+		}
+		printf("| %s%s | %.2f | %.2f | %s | %.2f | %.1f %% | %s |\n",
+			   op_names[r->op],
+			   r->op == OP_EXP_BASE_POS || r->op == OP_EXP_BASE_NEG ? " (baseline)" : "",
+			   r->mops, r->mops_cpu,
+			   b && r->mops_cpu > 0 ? psprintf_ratio(b->mops_cpu / r->mops_cpu) : "",
+			   r->reads_per_op, 100.0 * r->frac_reading, mem);
+	}
+	if (exp_quarters > 0)
+		printf("\n(1/4 segment: %llu of %llu simulated quarters hold more than 256 entries; a real design would have split them.)\n",
+			   (unsigned long long) exp_quarters_over,
+			   (unsigned long long) exp_quarters);
 }
 
 /* print the markdown report, and the TSV file if asked */
@@ -1637,6 +2123,8 @@ report(int is_pmem)
 		char		fr[32] = "";
 
 		r = &results[i];
+		if (OP_IS_EXPERIMENT(r->op))
+			continue;
 		if (r->op == OP_INSERT || r->op == OP_INSERT_DIRECT)
 		{
 			dash = REF_DASH_INSERT;
@@ -1679,6 +2167,7 @@ report(int is_pmem)
 	if ((r = find_result(OP_SEARCH_NEG, "uniform", 1)) != NULL)
 		printf("| negative search probing PMem | <= 10 %% of lookups | %.1f %% | %s |\n",
 			   100.0 * r->frac_reading, r->frac_reading <= 0.10 ? "met" : "missed");
+	report_experiments();
 	printf("\nwrong answers: %llu\n", (unsigned long long) bench_errors);
 
 	if (opt.tsv)
@@ -1722,6 +2211,8 @@ usage(void)
 		   "                    (default: PMEM_IS_PMEM_FORCE=1, CPU cache flushes)\n"
 		   "  --media-lines N   lines of the media buffer model (default 64; 0: off)\n"
 		   "  --no-direct       skip the insert-direct runs\n"
+		   "  --no-experiments  skip the probe experiments (alternative lookups that\n"
+		   "                    src/ does not have, on the loaded table, 1st thread count)\n"
 		   "  --verify          look every key up after the load and the deletes\n"
 		   "  --tsv FILE        also write the results as tab-separated values\n"
 		   "  --seed N          workload seed\n"
@@ -1766,6 +2257,7 @@ main(int argc, char **argv)
 		{"msync", no_argument, NULL, 'm'},
 		{"media-lines", required_argument, NULL, 'M'},
 		{"no-direct", no_argument, NULL, 'x'},
+		{"no-experiments", no_argument, NULL, 'X'},
 		{"verify", no_argument, NULL, 'v'},
 		{"tsv", required_argument, NULL, 'T'},
 		{"seed", required_argument, NULL, 's'},
@@ -1820,6 +2312,9 @@ main(int argc, char **argv)
 				break;
 			case 'x':
 				opt.direct = false;
+				break;
+			case 'X':
+				opt.experiments = false;
 				break;
 			case 'v':
 				opt.verify = true;
