@@ -8,6 +8,8 @@
 #              of Dash and CCEH, the issue's targets)
 #   core.tsv   one row per measurement
 #   core_mops.png  Mops/s per operation and thread count, with Dash and CCEH
+#   core_probe.png the probe experiments: CPU time per lookup relative to
+#              the baseline, and the share of lookups that read the pool
 #
 # Arguments are passed to pmh_bench (see "test/bench/pmh_bench --help"):
 # by default 10 million keys, 1 and 2 threads, uniform and Zipf 0.99, the
@@ -61,8 +63,8 @@ awk -F'\t' -v threads="$threads" '
 		for (t = 1; t <= nt; t++) printf " %s-thread%s", th[t], (th[t] > 1 ? "s" : "")
 		print " Dash CCEH"
 		for (i = 1; i <= n; i++) {
-			label = rows[i]; sub(/\|-$/, "", label); sub(/\|/, "-", label)
-			printf "%s", label
+			label = rows[i]; sub(/\|-$/, "", label); sub(/\|/, " ", label)
+			printf "\"%s\"", label
 			for (t = 1; t <= nt; t++) {
 				k = th[t] "|" rows[i]
 				printf " %s", (k in m) ? m[k] : "n/a"
@@ -71,13 +73,13 @@ awk -F'\t' -v threads="$threads" '
 		}
 	}' "$OUT/core.tsv" >"$OUT/core_mops.dat"
 
-ncol=$(awk 'NR == 1 { print NF - 1 }' "$OUT/core_mops.dat")
+ncol=$(awk 'NR == 1 { print NF }' "$OUT/core_mops.dat")
 plot="plot \"core_mops.dat\" using 2:xtic(1) title columnheader(2)"
 for ((c = 3; c <= ncol; c++)); do
 	plot+=", \"\" using $c title columnheader($c)"
 done
 bench_plot "$OUT" <<EOF
-set terminal pngcairo size 1000,500 font ",10"
+set terminal pngcairo size 1000,500 font ",10" noenhanced
 set output "core_mops.png"
 set datafile missing "n/a"
 set style data histograms
@@ -91,6 +93,37 @@ set ylabel "Mops/s"
 set title "pmhash core (pmh_bench): throughput by operation; Dash and CCEH: the issue's reference figures (1 thread)"
 $plot
 EOF
+
+# probe experiments: CPU time per lookup relative to the baseline, and the
+# share of lookups that read the pool
+awk -F'\t' '
+	NR > 1 && $2 ~ /^search[+-] / {
+		if ($2 ~ /baseline/) base[substr($2, 1, 7)] = $7
+		n++; op[n] = $2; cpu[n] = $7; frac[n] = $11
+	}
+	END {
+		print "lookup relative-CPU-time lookups-reading-PMem"
+		for (i = 1; i <= n; i++) {
+			b = base[substr(op[i], 1, 7)]
+			label = op[i]; gsub(/,/, "", label)
+			printf "\"%s\" %.3f %.3f\n", label, (cpu[i] > 0 && b > 0) ? b / cpu[i] : 0, frac[i]
+		}
+	}' "$OUT/core.tsv" >"$OUT/core_probe.dat"
+if [ "$(wc -l <"$OUT/core_probe.dat")" -gt 1 ]; then
+	bench_plot "$OUT" <<EOF
+set terminal pngcairo size 1000,500 font ",10" noenhanced
+set output "core_probe.png"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set grid ytics
+set key top left
+set xtics rotate by -25
+set yrange [0:1.2]
+set title "pmh_bench probe experiments (1 thread, uniform): CPU time per lookup vs the baseline, and lookups that read the pool"
+plot "core_probe.dat" using 2:xtic(1) title columnheader(2), "" using 3 title columnheader(3), 1 with lines lc rgb "black" dt 2 notitle
+EOF
+fi
 
 cat "$OUT/core.md"
 pmh_say "(written to $OUT)"

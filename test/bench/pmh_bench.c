@@ -1167,7 +1167,7 @@ typedef enum BenchOp
 
 static const char *const op_names[] = {
 	"insert", "insert-direct", "search+", "search-", "delete",
-	"search+", "search-", "search+ no locks", "search+ prefetch",
+	"search+ baseline", "search- baseline", "search+ no locks", "search+ prefetch",
 	"search- prefetch", "search+ fp16", "search- fp16",
 	"search+ 1/4 segment", "search- 1/4 segment",
 	"search+ 1/4 segment, fp16", "search- 1/4 segment, fp16"
@@ -2063,10 +2063,8 @@ report_experiments(void)
 				mem = "same";
 				break;
 		}
-		printf("| %s%s | %.2f | %.2f | %s | %.2f | %.1f %% | %s |\n",
-			   op_names[r->op],
-			   r->op == OP_EXP_BASE_POS || r->op == OP_EXP_BASE_NEG ? " (baseline)" : "",
-			   r->mops, r->mops_cpu,
+		printf("| %s | %.2f | %.2f | %s | %.2f | %.1f %% | %s |\n",
+			   op_names[r->op], r->mops, r->mops_cpu,
 			   b && r->mops_cpu > 0 ? psprintf_ratio(b->mops_cpu / r->mops_cpu) : "",
 			   r->reads_per_op, 100.0 * r->frac_reading, mem);
 	}

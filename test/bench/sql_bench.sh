@@ -565,7 +565,7 @@ for s in "${SCRIPTS[@]}"; do
 done
 
 bench_plot "$OUT" <<EOF
-set terminal pngcairo size 900,500 font ",10"
+set terminal pngcairo size 900,500 font ",10" noenhanced
 set datafile missing "n/a"
 set style data histograms
 set style histogram clustered gap 1
