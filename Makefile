@@ -45,7 +45,7 @@ CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
 CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
 
-test/unit/test_core: test/unit/test_core.c test/unit/unit_check.h src/pmh_core.c src/pmh_core.h
+test/unit/test_core: test/unit/test_core.c test/unit/unit_check.h test/unit/unit_util.h src/pmh_core.c src/pmh_core.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/unit/test_core.c src/pmh_core.c $(CORE_TEST_LIBS)
 
 # so does the media-traffic model
@@ -63,7 +63,7 @@ unit: $(UNIT_TESTS)
 # The benchmark driver of the core alone (test/bench/pmh_bench.c): the
 # write path, searches and deletes without a server; see README.md,
 # "Benchmarks".  Built, not run, by "make bench-core".
-test/bench/pmh_bench: test/bench/pmh_bench.c src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h
+test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c $(CORE_TEST_LIBS) -lm
 
 .PHONY: bench-core

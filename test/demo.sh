@@ -193,12 +193,7 @@ ref=''
 for am in "${AMS[@]}"; do
 	r=${ROWS_FOUND[$am]:-}
 	[ -n "$r" ] || continue
-	if [ -z "$ref" ]; then
-		ref=$r
-	elif [ "$r" != "$ref" ]; then
-		pmh_err "result mismatch: $am found '$r', expected '$ref'"
-		STATUS=1
-	fi
+	pmh_agree ref "$r" "$am" || STATUS=1
 done
 
 # ------------------------------------------------------- insert upkeep ---

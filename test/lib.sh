@@ -388,6 +388,19 @@ pmh_cluster_start() {
 	PMH_CL_PSQL=("$PMH_CL_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres)
 }
 
+# pmh_agree REFVAR ANSWER WHAT: the first answer of a comparison becomes
+# the reference (stored in the variable named REFVAR); a later ANSWER that
+# differs is reported as WHAT's mismatch and returns 1
+pmh_agree() {
+	local -n _ref=$1
+	if [ -z "$_ref" ]; then
+		_ref=$2
+	elif [ "$2" != "$_ref" ]; then
+		pmh_err "answer mismatch: $3 found '$2', expected '$_ref'"
+		return 1
+	fi
+}
+
 pmh_cluster_stop() {
 	if [ "$PMH_CL_STARTED" = 1 ]; then
 		"$PMH_CL_BINDIR/pg_ctl" -D "$PMH_CL_DATA" -m fast -w -t 60 stop >/dev/null 2>&1 ||

@@ -56,6 +56,7 @@
  */
 #include "pmh_core.h"
 #include "pmh_media.h"
+#include "../unit/unit_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -146,16 +147,6 @@ die(const char *fmt,...)
 	exit(2);
 }
 
-/* seconds on the monotonic clock */
-static double
-now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
 /* CPU seconds the calling thread has used */
 static double
 thread_cpu_seconds(void)
@@ -164,17 +155,6 @@ thread_cpu_seconds(void)
 
 	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
 	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* splitmix64 step: the random stream of the workload generators */
-static uint64
-rng_next(uint64 *state)
-{
-	uint64		z = (*state += UINT64CONST(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
-	return z ^ (z >> 31);
 }
 
 /* uniform double in [0, 1) */
@@ -961,6 +941,43 @@ op_insert_direct(Worker *w, uint64 k)
 	idx_unlock(w);
 }
 
+/* add the tags of a D-bucket's entries with this hash to tags[n ..] */
+static int
+lookup_pending(const PmhSegMeta *m, uint64 hash, uint64 *tags, int n)
+{
+	uint32		i;
+
+	for (i = 0; i < m->npending; i++)
+	{
+		if (m->pending[i].hash != hash)
+			continue;
+		if (n < PMH_BUCKET_SLOTS)
+			tags[n] = m->pending[i].tag;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The end of a lookup that found n entries: is "want" among them, and
+ * count the pool reads.  Returns n.
+ */
+static int
+lookup_done(Worker *w, const uint64 *tags, int n, uint64 want, bool *found)
+{
+	int			i;
+
+	*found = false;
+	for (i = 0; i < Min(n, PMH_BUCKET_SLOTS); i++)
+		*found |= tags[i] == want;
+	if (w->cur_reads > 0)
+	{
+		w->reads += w->cur_reads;
+		w->ops_reading++;
+	}
+	return n;
+}
+
 /*
  * Look key k up as a scan does (pmhash_collect): the segment and its chain,
  * the D-bucket, the own collecting log.  Returns the number of entries
@@ -984,14 +1001,7 @@ op_lookup(Worker *w, uint64 k, bool *found)
 	m = &t->meta[segno];
 	pthread_rwlock_rdlock(&t->seglock[segno]);
 	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-	for (i = 0; i < (int) m->npending; i++)
-	{
-		if (m->pending[i].hash != hash)
-			continue;
-		if (n < PMH_BUCKET_SLOTS)
-			tags[n] = m->pending[i].tag;
-		n++;
-	}
+	n = lookup_pending(m, hash, tags, n);
 	pthread_rwlock_unlock(&t->seglock[segno]);
 	for (i = 0; i < w->nclog; i++)
 	{
@@ -1002,39 +1012,49 @@ op_lookup(Worker *w, uint64 k, bool *found)
 		n++;
 	}
 	idx_unlock(w);
-
-	*found = false;
-	for (i = 0; i < Min(n, PMH_BUCKET_SLOTS); i++)
-		*found |= tags[i] == want;
-	if (w->cur_reads > 0)
-	{
-		w->reads += w->cur_reads;
-		w->ops_reading++;
-	}
-	return n;
+	return lookup_done(w, tags, n, want, found);
 }
 
-/* the live slots of one bucket whose fingerprint matches (as the core) */
+#ifndef __SSE2__
+/* 16 fingerprints of "width" bytes each that equal fp, one bit each */
 static inline uint32
-bucket_candidates(const PmhSegMeta *m, int b, uint8 fp)
+scalar_candidates(const void *fps, int width, uint32 fp)
+{
+	uint32		match = 0;
+	int			i;
+
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+	{
+		uint32		v = width == 1 ? ((const uint8 *) fps)[i] : ((const uint16 *) fps)[i];
+
+		match |= (uint32) (v == fp) << i;
+	}
+	return match;
+}
+#endif
+
+/* which of 16 slots (bits of occ) have fingerprint fp (as the core) */
+static inline uint32
+fp_candidates(const uint8 *fps, uint32 occ, uint8 fp)
 {
 	uint32		match = 0;
 
-	if (m->occ[b] == 0)
+	if (occ == 0)
 		return 0;
 #ifdef __SSE2__
-	match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(
-													  _mm_loadu_si128((const __m128i *) &m->fp[b * PMH_BUCKET_SLOTS]),
+	match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *) fps),
 													  _mm_set1_epi8((char) fp)));
 #else
-	{
-		int			i;
-
-		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-			match |= (uint32) (m->fp[b * PMH_BUCKET_SLOTS + i] == fp) << i;
-	}
+	match = scalar_candidates(fps, 1, fp);
 #endif
-	return match & m->occ[b];
+	return match & occ;
+}
+
+/* the live slots of one bucket whose fingerprint matches */
+static inline uint32
+bucket_candidates(const PmhSegMeta *m, int b, uint8 fp)
+{
+	return fp_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
 }
 
 /*
@@ -1334,12 +1354,7 @@ bucket_candidates16(const uint16 *fps, uint32 occ, uint16 fp)
 		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
 	}
 #else
-	{
-		int			i;
-
-		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-			match |= (uint32) (fps[i] == fp) << i;
-	}
+	match = scalar_candidates(fps, 2, fp);
 #endif
 	return match & occ;
 }
@@ -1431,39 +1446,14 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 				}
 			}
 			break;
+		case OP_EXP_GROUP4_POS:
+		case OP_EXP_GROUP4_NEG:
 		case OP_EXP_G4FP16_POS:
 		case OP_EXP_G4FP16_NEG:
 			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
 			{
 				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				int			q = hash_quarter(hash);
-				size_t		base = ((size_t) s * 4 + q) * QCAP;
-				int			nq = probe_side.q_n[s * 4 + q];
-				int			b;
-
-				for (b = 0; b * PMH_BUCKET_SLOTS < nq; b++)
-				{
-					int			left = nq - b * PMH_BUCKET_SLOTS;
-					uint32		c;
-
-					c = bucket_candidates16(&probe_side.q_fp16[base + b * PMH_BUCKET_SLOTS],
-											left >= PMH_BUCKET_SLOTS ? 0xffff : (1u << left) - 1,
-											(uint16) (hash & 0xffff));
-					while (c)
-					{
-						int			qs = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
-
-						c &= c - 1;
-						exp_check(w, &e[probe_side.q_slot[base + qs]], hash, tags, &n);
-					}
-				}
-			}
-			break;
-		case OP_EXP_GROUP4_POS:
-		case OP_EXP_GROUP4_NEG:
-			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
-			{
-				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				bool		wide = op == OP_EXP_G4FP16_POS || op == OP_EXP_G4FP16_NEG;
 				int			q = hash_quarter(hash);
 				size_t		base = ((size_t) s * 4 + q) * QCAP;
 				int			nq = probe_side.q_n[s * 4 + q];
@@ -1473,18 +1463,12 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 				{
 					int			left = nq - b * PMH_BUCKET_SLOTS;
 					uint32		occ = left >= PMH_BUCKET_SLOTS ? 0xffff : (1u << left) - 1;
-					uint32		c = 0;
+					size_t		at = base + b * PMH_BUCKET_SLOTS;
+					uint32		c;
 
-#ifdef __SSE2__
-					c = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(
-																  _mm_loadu_si128((const __m128i *) &probe_side.q_fp[base + b * PMH_BUCKET_SLOTS]),
-																  _mm_set1_epi8((char) pmh_fingerprint(hash))));
-#else
-					for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-						c |= (uint32) (probe_side.q_fp[base + b * PMH_BUCKET_SLOTS + i] ==
-									   pmh_fingerprint(hash)) << i;
-#endif
-					c &= occ;
+					c = wide ?
+						bucket_candidates16(&probe_side.q_fp16[at], occ, (uint16) (hash & 0xffff)) :
+						fp_candidates(&probe_side.q_fp[at], occ, pmh_fingerprint(hash));
 					while (c)
 					{
 						int			qs = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
@@ -1498,28 +1482,13 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 		default:
 			die("not an experiment: %d", (int) op);
 	}
-	for (i = 0; i < (int) m->npending; i++)
-	{
-		if (m->pending[i].hash != hash)
-			continue;
-		if (n < PMH_BUCKET_SLOTS)
-			tags[n] = m->pending[i].tag;
-		n++;
-	}
+	n = lookup_pending(m, hash, tags, n);
 	if (locks)
 	{
 		pthread_rwlock_unlock(&t->seglock[segno]);
 		idx_unlock(w);
 	}
-	*found = false;
-	for (i = 0; i < Min(n, PMH_BUCKET_SLOTS); i++)
-		*found |= tags[i] == want;
-	if (w->cur_reads > 0)
-	{
-		w->reads += w->cur_reads;
-		w->ops_reading++;
-	}
-	return n;
+	return lookup_done(w, tags, n, want, found);
 }
 
 /* ---------------------------------------------------------------------
@@ -2199,8 +2168,10 @@ usage(void)
 	printf("Usage: pmh_bench [options]\n"
 		   "  --entries N       keys to load (default 10000000)\n"
 		   "  --quick           1000000 keys\n"
-		   "  --ops N           operations per search phase (default: --entries)\n"
-		   "  --del-ops N       operations per delete phase (default: --entries / 4)\n"
+		   "  --ops N           operations per search phase (default: --entries,\n"
+		   "                    at most 2000000)\n"
+		   "  --del-ops N       operations per delete phase (default: --entries / 4,\n"
+		   "                    at most 1000000)\n"
 		   "  --threads LIST    thread counts, e.g. 1,2,4 (default 1,2)\n"
 		   "  --dist LIST       uniform,zipf (default both)\n"
 		   "  --theta X         Zipf parameter (default 0.99)\n"
@@ -2341,9 +2312,9 @@ main(int argc, char **argv)
 	if (opt.entries < 1024 || opt.entries > UINT32_MAX / 2)
 		die("--entries must be between 1024 and %u", UINT32_MAX / 2);
 	if (opt.ops == 0)
-		opt.ops = opt.entries;
+		opt.ops = Min(opt.entries, 2000000);
 	if (opt.del_ops == 0)
-		opt.del_ops = Max(opt.entries / 4, 1);
+		opt.del_ops = Max(Min(opt.entries / 4, 1000000), 1);
 
 	/* libpmem reads this once, at its first is_pmem query */
 	setenv("PMEM_IS_PMEM_FORCE", opt.msync ? "0" : "1", 1);

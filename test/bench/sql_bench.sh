@@ -297,12 +297,7 @@ if ! skip probe; then
 				continue
 			}
 			pmh_say "$am: plan ok, answer $ans"
-			if [ -z "$ref" ]; then
-				ref=$ans
-			elif [ "$ans" != "$ref" ]; then
-				pmh_err "answer mismatch for $w: $am found '$ans', expected '$ref'"
-				STATUS=1
-			fi
+			pmh_agree ref "$ans" "$w via $am" || STATUS=1
 		done
 		for r in $(seq 1 "$REPEAT"); do
 			for am in "${ams[@]}"; do

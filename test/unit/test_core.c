@@ -43,6 +43,7 @@
 
 #include "pmh_core.h"
 #include "unit_check.h"
+#include "unit_util.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -90,27 +91,6 @@ static uint64 g_seed = UINT64CONST(0x706d686173683135);
 static uint64 g_rng;			/* per-test random state */
 static char g_tmpdir[MAXPGPATH];
 static int	g_poolno;
-
-/* seconds on the monotonic clock */
-static double
-now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* splitmix64 */
-static uint64
-rng_next(uint64 *state)
-{
-	uint64		z = (*state += UINT64CONST(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
 
 /* a random hash from the per-test generator */
 static uint64
