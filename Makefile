@@ -48,7 +48,7 @@ CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 
 # test/unit/tpool.c is the harness the core's test programs share: test
 # pools, the reference model and the checks
-UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h
+UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h test/unit/unit_util.h
 CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
 	src/pmh_core.c src/pmh_core.h
 
@@ -71,4 +71,13 @@ UNIT_TESTS = test/unit/test_core test/unit/test_media test/unit/test_crashsim
 unit: $(UNIT_TESTS)
 	@rc=0; for t in $(UNIT_TESTS); do echo "./$$t"; ./$$t || rc=1; done; exit $$rc
 
-EXTRA_CLEAN = $(UNIT_TESTS) results regression.diffs regression.out tmp_check tmp_install
+# The benchmark driver of the core alone (test/bench/pmh_bench.c): the
+# write path, searches and deletes without a server; see README.md,
+# "Benchmarks".  Built, not run, by "make bench-core".
+test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c $(CORE_TEST_LIBS) -lm
+
+.PHONY: bench-core
+bench-core: test/bench/pmh_bench
+
+EXTRA_CLEAN = $(UNIT_TESTS) test/bench/pmh_bench results regression.diffs regression.out tmp_check tmp_install

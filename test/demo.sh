@@ -62,97 +62,29 @@ T_START=$(pmh_now)
 
 # ------------------------------------------------------ build + install ---
 
-HAVE_PMHASH=1
-BINDIR=$PMH_TI_BINDIR
-if [ -n "${PMHASH_DEMO_SKIP_BUILD:-}" ] && [ -f "$PMH_TI_PKGLIBDIR/pmhash.so" ]; then
-	pmh_say "using existing tmp_install (PMHASH_DEMO_SKIP_BUILD)"
-else
-	pmh_head "build + tmp_install"
-	t0=$(pmh_now)
-	if ! pmh_build "$LOGDIR/build.log"; then
-		pmh_err "build failed; continuing with btree/hash only"
-		pmh_build_errors "$LOGDIR/build.log" 40
-		HAVE_PMHASH=0
-	elif ! pmh_make_tmp_install "$LOGDIR/install.log"; then
-		pmh_err "tmp_install failed; continuing with btree/hash only"
-		pmh_build_errors "$LOGDIR/install.log" 40
-		HAVE_PMHASH=0
-	fi
-	pmh_say "build + tmp_install: $(pmh_elapsed "$t0")s"
-fi
-if [ "$HAVE_PMHASH" = 0 ]; then
-	STATUS=1
-	BINDIR=$PG_BINDIR # the system binaries are usable for btree/hash
-fi
+pmh_cluster_build "$LOGDIR" "${PMHASH_DEMO_SKIP_BUILD:-}"
+HAVE_PMHASH=$PMH_CL_HAVE_PMHASH
+[ "$HAVE_PMHASH" = 1 ] || STATUS=1
 
 # ------------------------------------------------------- start cluster ---
 
-DEMO_DIR=$(mktemp -d "${TMPDIR:-/tmp}/pmhdemo.XXXXXX") || pmh_die "mktemp failed"
 MODE=${PMHASH_DEMO_MODE:-file}
-case "$MODE" in
-file)
-	MODE_TEXT="ordinary file in the data directory, msync (durable)"
-	;;
-emulated)
-	POOL_DIR=$(mktemp -d /dev/shm/pmhdemo.XXXXXX) || pmh_die "no /dev/shm for emulated mode"
-	export PMEM_IS_PMEM_FORCE=1
-	MODE_TEXT="emulated PMem: tmpfs $POOL_DIR, PMEM_IS_PMEM_FORCE=1 (CPU flushes, not durable)"
-	;;
-*) pmh_die "PMHASH_DEMO_MODE must be file or emulated" ;;
-esac
-PGDATA_DIR=$DEMO_DIR/data
-SERVER_LOG=$DEMO_DIR/server.log
-STARTED=0
-
-# shellcheck disable=SC2317 # (run by the EXIT trap)
-cleanup() {
-	if [ "$STARTED" = 1 ]; then
-		pmh_cluster_stop "$BINDIR" "$PGDATA_DIR"
-	fi
-	if [ -s "$SERVER_LOG" ]; then cp "$SERVER_LOG" "$LOGDIR/server.log" 2>/dev/null; fi
-	if [ -n "${POOL_DIR:-}" ] && [ -z "${PMHASH_DEMO_KEEP:-}" ]; then rm -rf "$POOL_DIR"; fi
-	if [ -n "${PMHASH_DEMO_KEEP:-}" ]; then
-		echo "(cluster directory kept: $DEMO_DIR)" >&2
-	else
-		rm -rf "$DEMO_DIR"
-	fi
+PMH_CL_KEEP=${PMHASH_DEMO_KEEP:-}
+on_signal() {
+	trap '' INT TERM # runuser forwards the signal once more: finish cleaning
+	echo "interrupted" >&2
+	exit 130 # runs pmh_cluster_stop via the EXIT trap
 }
-pmh_trap_cleanup cleanup
-
-PORT=$(pmh_free_port) || pmh_die "could not find a free port"
-
-pmh_head "cluster: initdb + start (port $PORT, socket dir $DEMO_DIR)"
-t0=$(pmh_now)
-pmh_cluster_init "$BINDIR" "$PGDATA_DIR" "$DEMO_DIR" "$PORT" "$LOGDIR/initdb.log" ||
-	{
-		pmh_tail "$LOGDIR/initdb.log"
-		pmh_die "initdb failed"
-	}
-{
-	[ "$HAVE_PMHASH" = 1 ] && echo "shared_preload_libraries = 'pmhash'"
-	echo "shared_buffers = '$SHARED_BUFFERS'"
-	echo "maintenance_work_mem = '256MB'"
-	echo "max_wal_size = '4GB'"
-	echo "jit = off"
-	# measure the access methods, not parallelism
-	echo "max_parallel_maintenance_workers = 0"
-	echo "max_parallel_workers_per_gather = 0"
-	echo "autovacuum = off"
-	if [ "$MODE" = emulated ]; then
-		echo "pmhash.pool_dir = '$POOL_DIR'"
-	fi
-	[ -n "${PMHASH_DEMO_CONF:-}" ] && printf '%s\n' "$PMHASH_DEMO_CONF"
-} >>"$PGDATA_DIR/postgresql.conf"
-
-if ! "$BINDIR/pg_ctl" -D "$PGDATA_DIR" -l "$SERVER_LOG" -w -t 120 start >"$LOGDIR/pg_ctl.log" 2>&1; then
-	pmh_tail "$SERVER_LOG" 40
-	pmh_die "server did not start"
-fi
-STARTED=1
-pmh_say "server up ($(pmh_elapsed "$t0")s)"
+trap pmh_cluster_stop EXIT
+trap on_signal INT TERM
+pmh_cluster_start pmhdemo "$MODE" "$LOGDIR" "shared_buffers = '$SHARED_BUFFERS'
+maintenance_work_mem = '256MB'
+max_wal_size = '4GB'
+${PMHASH_DEMO_CONF:-}"
+MODE_TEXT=$PMH_CL_MODE_TEXT
 
 # psql against the demo database; ON_ERROR_STOP; output unaligned
-PSQL=("$BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$DEMO_DIR" -p "$PORT" -U postgres)
+PSQL=("${PMH_CL_PSQL[@]}")
 sql() { "${PSQL[@]}" -d demo "$@"; }
 
 "${PSQL[@]}" -d postgres -c 'CREATE DATABASE demo' || pmh_die "CREATE DATABASE failed"
@@ -261,12 +193,7 @@ ref=''
 for am in "${AMS[@]}"; do
 	r=${ROWS_FOUND[$am]:-}
 	[ -n "$r" ] || continue
-	if [ -z "$ref" ]; then
-		ref=$r
-	elif [ "$r" != "$ref" ]; then
-		pmh_err "result mismatch: $am found '$r', expected '$ref'"
-		STATUS=1
-	fi
+	pmh_agree ref "$r" "$am" || STATUS=1
 done
 
 # ------------------------------------------------------- insert upkeep ---

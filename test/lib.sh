@@ -120,8 +120,10 @@ pmh_init_pg_paths() {
 # -- without .git, tmp_* and build products -- into a fresh directory owned
 # by $PMHASH_TEST_USER (default "postgres", created if missing), re-run
 # SCRIPT_RELPATH there as that user via runuser, copy its tmp_check/ logs
-# back into the original tree (run_tests.sh only), remove the copy and exit
-# with the child's status.  Does nothing when not root.
+# back into the original tree (run_tests.sh only) and the directories named
+# in PMH_COPY_BACK_PATHS (relative, space-separated; benchmark results),
+# remove the copy and exit with the child's status.  Does nothing when not
+# root.
 pmh_drop_root() {
 	local script=$1
 	shift
@@ -145,7 +147,7 @@ pmh_drop_root() {
 		--exclude=./.git --exclude='./tmp_*' --exclude=./results \
 		--exclude=./regression.diffs --exclude=./regression.out \
 		--exclude='*.o' --exclude='*.so' --exclude='*.bc' \
-		--exclude=./test/unit/test_core \
+		--exclude=./test/unit/test_core --exclude=./test/bench/pmh_bench \
 		.) | tar -xf - -C "$work/src" || pmh_die "copying the tree to $work failed"
 	chown -R "$user:" "$work"
 
@@ -185,6 +187,14 @@ pmh_drop_root() {
 			cp -r --no-preserve=ownership "$work/src/tmp_check" "$PMH_ROOT/tmp_check" 2>/dev/null ||
 			pmh_warn "could not copy logs back to $PMH_ROOT/tmp_check"
 	fi
+	# what the child wrote for the caller (benchmark results), merged in
+	local rel
+	for rel in ${PMH_COPY_BACK_PATHS:-}; do
+		[ -d "$work/src/$rel" ] || continue
+		mkdir -p "$PMH_ROOT/$rel" &&
+			cp -r --no-preserve=ownership "$work/src/$rel/." "$PMH_ROOT/$rel/" ||
+			pmh_warn "could not copy $rel back to $PMH_ROOT/$rel"
+	done
 	if [ -n "${PMHASH_TEST_KEEP_WORKDIR:-}" ]; then
 		trap - EXIT
 		pmh_say "(work directory kept: $work)" >&2
@@ -278,9 +288,9 @@ pmh_cluster_init() {
 	} >>"$datadir/postgresql.conf"
 }
 
-# pmh_cluster_stop BINDIR DATADIR: stop a server, fast, or immediately if
+# pmh_server_stop BINDIR DATADIR: stop a server, fast, or immediately if
 # that does not work
-pmh_cluster_stop() {
+pmh_server_stop() {
 	"$1/pg_ctl" -D "$2" -m fast -w -t 60 stop >/dev/null 2>&1 ||
 		"$1/pg_ctl" -D "$2" -m immediate -w stop >/dev/null 2>&1
 }
@@ -322,4 +332,144 @@ pmh_stop_stale_postmasters() {
 			done
 		done < <(find "$d" -name postmaster.pid -type f 2>/dev/null)
 	done
+}
+
+# ------------------------------------------------- throwaway cluster ---
+#
+# For test/demo.sh and the benchmarks in test/bench (the test suites use
+# pg_regress and PostgreSQL::Test::Cluster instead).
+#
+# pmh_cluster_build LOGDIR SKIP
+#   make + tmp_install (logs in LOGDIR), unless SKIP is non-empty and
+#   tmp_install has pmhash already.  Sets PMH_CL_BINDIR (the binaries to
+#   run) and PMH_CL_HAVE_PMHASH: 1, or 0 when the build failed (then the
+#   system binaries are used, good for btree and hash).
+#
+# pmh_cluster_start NAME MODE LOGDIR CONF
+#   initdb a cluster in a new directory $TMPDIR/NAME.XXXXXX and start it on
+#   a free port, listening on a Unix socket in that directory only, with
+#   shared_preload_libraries = 'pmhash' (if PMH_CL_HAVE_PMHASH), autovacuum
+#   and parallelism off, jit off, and the extra postgresql.conf lines CONF.
+#   MODE "file": pools in the data directory, persisted with msync;
+#   "emulated": pools in a new directory on /dev/shm, with
+#   PMEM_IS_PMEM_FORCE=1 exported (libpmem's CPU-flush path; not durable).
+#   Sets PMH_CL_DIR, PMH_CL_DATA, PMH_CL_PORT, PMH_CL_LOG (server log),
+#   PMH_CL_POOL_DIR (emulated), PMH_CL_MODE_TEXT, PMH_CL_PSQL (psql command
+#   array without -d: -X -q -At, ON_ERROR_STOP).  Dies on failure.  The
+#   caller traps EXIT to call pmh_cluster_stop.
+#
+# pmh_cluster_stop
+#   stop the server, copy its log into LOGDIR, and remove the directories
+#   unless PMH_CL_KEEP is non-empty.
+
+PMH_CL_STARTED=0
+PMH_CL_HAVE_PMHASH=1
+
+pmh_cluster_build() {
+	local logdir=$1 skip=$2 t0
+	PMH_CL_HAVE_PMHASH=1
+	PMH_CL_BINDIR=$PMH_TI_BINDIR
+	if [ -n "$skip" ] && [ -f "$PMH_TI_PKGLIBDIR/pmhash.so" ]; then
+		pmh_say "using existing tmp_install"
+		return 0
+	fi
+	pmh_head "build + tmp_install"
+	t0=$(pmh_now)
+	if ! pmh_build "$logdir/build.log"; then
+		pmh_err "build failed; continuing with btree/hash only"
+		pmh_build_errors "$logdir/build.log" 40
+		PMH_CL_HAVE_PMHASH=0
+	elif ! pmh_make_tmp_install "$logdir/install.log"; then
+		pmh_err "tmp_install failed; continuing with btree/hash only"
+		pmh_build_errors "$logdir/install.log" 40
+		PMH_CL_HAVE_PMHASH=0
+	fi
+	pmh_say "build + tmp_install: $(pmh_elapsed "$t0")s"
+	if [ "$PMH_CL_HAVE_PMHASH" = 0 ]; then
+		PMH_CL_BINDIR=$PG_BINDIR # the system binaries are usable for btree/hash
+	fi
+}
+
+pmh_cluster_start() {
+	local name=$1 mode=$2 logdir=$3 conf=$4 t0
+	PMH_CL_LOGDIR=$logdir
+	PMH_CL_DIR=$(mktemp -d "${TMPDIR:-/tmp}/$name.XXXXXX") || pmh_die "mktemp failed"
+	PMH_CL_POOL_DIR=
+	case "$mode" in
+	file)
+		PMH_CL_MODE_TEXT="ordinary file in the data directory, msync (durable)"
+		;;
+	emulated)
+		PMH_CL_POOL_DIR=$(mktemp -d "/dev/shm/$name.XXXXXX") || pmh_die "no /dev/shm for emulated mode"
+		export PMEM_IS_PMEM_FORCE=1
+		PMH_CL_MODE_TEXT="emulated PMem: tmpfs $PMH_CL_POOL_DIR, PMEM_IS_PMEM_FORCE=1 (CPU flushes, not durable)"
+		;;
+	*) pmh_die "the pool mode must be file or emulated, not '$mode'" ;;
+	esac
+	PMH_CL_DATA=$PMH_CL_DIR/data
+	PMH_CL_LOG=$PMH_CL_DIR/server.log
+
+	PMH_CL_PORT=$(pmh_free_port)
+	[ -n "$PMH_CL_PORT" ] || pmh_die "could not find a free port"
+
+	pmh_head "cluster: initdb + start (port $PMH_CL_PORT, socket dir $PMH_CL_DIR)"
+	t0=$(pmh_now)
+	"$PMH_CL_BINDIR/initdb" -D "$PMH_CL_DATA" -A trust -U postgres --no-locale -E UTF8 \
+		>"$logdir/initdb.log" 2>&1 || {
+		pmh_tail "$logdir/initdb.log"
+		pmh_die "initdb failed"
+	}
+	{
+		echo "# added by ${0##*/}"
+		echo "port = $PMH_CL_PORT"
+		echo "listen_addresses = ''"
+		echo "unix_socket_directories = '$PMH_CL_DIR'"
+		[ "$PMH_CL_HAVE_PMHASH" = 1 ] && echo "shared_preload_libraries = 'pmhash'"
+		echo "jit = off"
+		# measure the access methods, not parallelism
+		echo "max_parallel_maintenance_workers = 0"
+		echo "max_parallel_workers_per_gather = 0"
+		echo "autovacuum = off"
+		[ -n "$PMH_CL_POOL_DIR" ] && echo "pmhash.pool_dir = '$PMH_CL_POOL_DIR'"
+		[ -n "$conf" ] && printf '%s\n' "$conf"
+	} >>"$PMH_CL_DATA/postgresql.conf"
+
+	if ! "$PMH_CL_BINDIR/pg_ctl" -D "$PMH_CL_DATA" -l "$PMH_CL_LOG" -w -t 120 start >"$logdir/pg_ctl.log" 2>&1; then
+		pmh_tail "$PMH_CL_LOG" 40
+		pmh_die "server did not start"
+	fi
+	PMH_CL_STARTED=1
+	pmh_say "server up ($(pmh_elapsed "$t0")s)"
+	PMH_CL_PSQL=("$PMH_CL_BINDIR/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres)
+}
+
+# pmh_agree REFVAR ANSWER WHAT: the first answer of a comparison becomes
+# the reference (stored in the variable named REFVAR); a later ANSWER that
+# differs is reported as WHAT's mismatch and returns 1
+pmh_agree() {
+	local -n _ref=$1
+	if [ -z "$_ref" ]; then
+		_ref=$2
+	elif [ "$2" != "$_ref" ]; then
+		pmh_err "answer mismatch: $3 found '$2', expected '$_ref'"
+		return 1
+	fi
+}
+
+pmh_cluster_stop() {
+	if [ "$PMH_CL_STARTED" = 1 ]; then
+		pmh_server_stop "$PMH_CL_BINDIR" "$PMH_CL_DATA"
+		PMH_CL_STARTED=0
+	fi
+	if [ -n "${PMH_CL_LOG:-}" ] && [ -s "$PMH_CL_LOG" ]; then
+		cp "$PMH_CL_LOG" "$PMH_CL_LOGDIR/server.log" 2>/dev/null
+	fi
+	if [ -n "${PMH_CL_KEEP:-}" ]; then
+		[ -n "${PMH_CL_DIR:-}" ] && echo "(cluster directory kept: $PMH_CL_DIR)" >&2
+		return 0
+	fi
+	[ -n "${PMH_CL_POOL_DIR:-}" ] && rm -rf "$PMH_CL_POOL_DIR"
+	[ -n "${PMH_CL_DIR:-}" ] && rm -rf "$PMH_CL_DIR"
+	PMH_CL_DIR=
+	PMH_CL_POOL_DIR=
 }

@@ -124,7 +124,7 @@ esac
 # shellcheck disable=SC2317 # (run by the EXIT trap)
 cleanup() {
 	if [ "$STARTED" = 1 ]; then
-		pmh_cluster_stop "$BINDIR" "$PGDATA_DIR"
+		pmh_server_stop "$BINDIR" "$PGDATA_DIR"
 	fi
 	if [ -s "$SERVER_LOG" ]; then cp "$SERVER_LOG" "$LOGDIR/server.log" 2>/dev/null; fi
 	if [ -n "${PMHASH_STRESS_KEEP:-}" ]; then

@@ -26,27 +26,6 @@ uint64		g_rng;
 char		g_tmpdir[MAXPGPATH];
 int			g_poolno;
 
-/* seconds on the monotonic clock */
-double
-now_seconds(void)
-{
-	struct timespec ts;
-
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return ts.tv_sec + ts.tv_nsec / 1e9;
-}
-
-/* splitmix64 */
-uint64
-rng_next(uint64 *state)
-{
-	uint64		z = (*state += UINT64CONST(0x9E3779B97F4A7C15));
-
-	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
-	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
-	return z ^ (z >> 31);
-}
-
 /* a random hash from the per-test generator */
 uint64
 rnd(void)

@@ -16,6 +16,7 @@
 #define TPOOL_H
 
 #include "pmh_core.h"
+#include "unit_util.h"
 
 /* sizes of one pass of a test program */
 typedef struct Scale
@@ -98,8 +99,6 @@ tid_of_tag(uint64 tag)
 	return tid_of(pmh_tag_block(tag), pmh_tag_offset(tag));
 }
 
-extern double now_seconds(void);
-extern uint64 rng_next(uint64 *state);
 extern uint64 rnd(void);
 extern void rnd_tid(uint32 *block, uint16 *offset);
 extern PmhSegMeta *cb_get_meta(void *arg, uint32 segno);

@@ -1,0 +1,46 @@
+# shellcheck shell=bash
+# test/bench/bench_lib.sh -- helpers shared by the benchmark scripts in
+# test/bench (sourced after test/lib.sh).
+#
+#   bench_out_dir         the results directory of this run, created:
+#                         $PMHASH_BENCH_OUT, else test/bench/results/<date>
+#   bench_machine         one line: CPU model, CPUs, memory, kernel
+#   bench_load            the load average, for the report
+#   bench_have_gnuplot    is gnuplot (with the pngcairo terminal) there?
+#   bench_plot SCRIPT     run a gnuplot script (stdin) in the results dir;
+#                         warns and returns 1 when gnuplot is missing
+
+bench_out_dir() {
+	local d=${PMHASH_BENCH_OUT:-$PMH_ROOT/test/bench/results/$(date +%Y-%m-%d)}
+	mkdir -p "$d" || pmh_die "cannot create $d"
+	(cd "$d" && pwd -P)
+}
+
+bench_machine() {
+	local cpu mem
+	cpu=$(sed -n -E 's/^model name[[:space:]]*:[[:space:]]*//p' /proc/cpuinfo 2>/dev/null | head -n 1)
+	mem=$(awk '/^MemTotal:/ { printf "%.0f GB", $2 / 1048576 }' /proc/meminfo 2>/dev/null)
+	printf '%s, %s CPUs, %s RAM, Linux %s' "${cpu:-unknown CPU}" "$(nproc)" "${mem:-?}" "$(uname -r)"
+}
+
+bench_load() {
+	cut -d' ' -f1-3 /proc/loadavg 2>/dev/null
+}
+
+bench_have_gnuplot() {
+	command -v gnuplot >/dev/null 2>&1 &&
+		gnuplot -e 'set terminal' </dev/null 2>&1 | grep -q pngcairo
+}
+
+bench_plot() {
+	local dir=$1
+	if ! bench_have_gnuplot; then
+		pmh_warn "gnuplot (with pngcairo) not found: no plots (apt-get install gnuplot-nox)"
+		cat >/dev/null
+		return 1
+	fi
+	(cd "$dir" && gnuplot) || {
+		pmh_warn "gnuplot failed"
+		return 1
+	}
+}

@@ -1,0 +1,2336 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmh_bench.c
+ *	  Benchmark driver for the pmhash data structure alone (no server):
+ *	  the core of src/pmh_core.c with the server's write path rebuilt
+ *	  around it, driven by YCSB-style workloads like ElimDA's Exp#1, #2
+ *	  and #6, so that the numbers compare with Dash and CCEH.
+ *
+ * What it keeps the way the server keeps it (see src/README.pmhash):
+ *	- one pool file (pmem_map_file), unlinked right after it is mapped, so
+ *	  that no file is left behind whatever happens;
+ *	- the volatile metadata: one PmhSegMeta per segment (occupancy,
+ *	  fingerprints, D-bucket), the directory, the free segments;
+ *	- the backup log: line states (pending mask, owner), log segments added
+ *	  when the log runs out of free lines, as pmhashlog.c does;
+ *	- locks: an index lock (shared for every operation, exclusive for
+ *	  splits, overflow segments and log growth), one lock per segment
+ *	  (shared for lookups, exclusive to add to or relocate a D-bucket and to
+ *	  delete), and a log lock for the line states.
+ *
+ * Operations:
+ *	insert		ElimDA's write path, as aminsert + commit do it: the entry goes
+ *				to the thread's collecting log (16 entries, backend memory);
+ *				a full one is written to a backup-log line (pmh_log_write: one
+ *				flush, one fence) and its entries go to the D-buckets of their
+ *				segments (pmh_pending_add); a full D-bucket is relocated into
+ *				one free 256 B line of its segment (pmh_relocate), splitting
+ *				the segment or adding an overflow segment when told to
+ *	insert-direct  pmh_insert (probe, then one persisted 16 B write per
+ *				entry): the ADR-style path, for comparison
+ *	search+		lookup of an inserted key: segment and chain (pmh_lookup: the
+ *				whole-segment fingerprint scan), D-bucket, own collecting log;
+ *				must find exactly the key's TID
+ *	search-		lookup of a key never inserted; must find nothing
+ *	delete		find the key's slot by its fingerprint and clear it
+ *				(pmh_delete_slots: one persisted 8-byte store), or drop it
+ *				from its D-bucket (its log copy cleared and persisted)
+ * Keys are drawn uniformly or from a scrambled Zipf(theta) distribution
+ * over the key set; hashes are a bijective mix of the key number, so
+ * distinct keys have distinct hashes.  Every answer is checked; a wrong one
+ * makes the exit status 1.
+ *
+ * Media traffic: the choke point's flush hook feeds every flushed range
+ * into the write-combining buffer model of src/pmh_media.c (64 lines of
+ * 256 B, LRU; one model shared by the threads, under a mutex), drained at
+ * the end of each phase.  Write amplification = media bytes written / 16 B
+ * per entry inserted (or deleted).  The read hook counts the pool entries
+ * each lookup reads: the fraction of negative lookups that read the pool at
+ * all is ElimDA's point about fingerprints in DRAM.
+ *
+ * Output: a markdown table on stdout (with the reference figures of Dash
+ * and CCEH), and with --tsv FILE one tab-separated row per measurement.
+ * "--help" lists the options.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "pmh_core.h"
+#include "pmh_media.h"
+#include "../unit/unit_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <getopt.h>
+#include <math.h>
+#include <pthread.h>
+#include <stdarg.h>
+#include <sys/utsname.h>
+#include <time.h>
+#include <unistd.h>
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
+#include <libpmem.h>
+
+#include "port/pg_bitutils.h"
+
+#define BENCH_MAX_THREADS	64
+#define BENCH_KEY_SEED		UINT64CONST(0x2545F4914F6CDD1D)
+
+/* the issue's reference figures, 1 thread, /dev/shm, forced pmem (Mops/s) */
+#define REF_DASH_INSERT		2.24
+#define REF_DASH_POS		8.54
+#define REF_DASH_NEG		16.1
+#define REF_CCEH_INSERT		3.52
+#define REF_CCEH_POS		9.51
+
+/* ---------------------------------------------------------------------
+ * Options
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct BenchOptions
+{
+	uint64		entries;		/* keys inserted */
+	uint64		ops;			/* operations per search phase */
+	uint64		del_ops;		/* operations per delete phase */
+	int			threads[8];
+	int			nthreads;
+	bool		uniform;
+	bool		zipf;
+	double		theta;
+	const char *dir;
+	bool		msync;
+	int			media_lines;	/* 0: no media model */
+	bool		direct;			/* also the insert-direct run */
+	bool		verify;			/* look every key up after load/delete */
+	bool		experiments;	/* also the probe experiments */
+	const char *tsv;
+	uint64		seed;
+	double		pool_factor;	/* segments reserved per 1024 entries */
+} BenchOptions;
+
+static BenchOptions opt = {
+	.entries = 10000000,
+	.ops = 0,
+	.del_ops = 0,
+	.threads = {1, 2},
+	.nthreads = 2,
+	.uniform = true,
+	.zipf = true,
+	.theta = 0.99,
+	.dir = "/dev/shm",
+	.msync = false,
+	.media_lines = PMH_MEDIA_DEFAULT_LINES,
+	.direct = true,
+	.verify = false,
+	.experiments = true,
+	.tsv = NULL,
+	.seed = UINT64CONST(0x706d68617368),
+	.pool_factor = 3.0,
+};
+
+static uint64 bench_errors;	/* wrong answers, in all phases */
+
+/* print a message and exit with status 2 */
+static void
+die(const char *fmt,...)
+{
+	va_list		ap;
+
+	va_start(ap, fmt);
+	fprintf(stderr, "pmh_bench: ");
+	vfprintf(stderr, fmt, ap);
+	fprintf(stderr, "\n");
+	va_end(ap);
+	exit(2);
+}
+
+/* CPU seconds the calling thread has used */
+static double
+thread_cpu_seconds(void)
+{
+	struct timespec ts;
+
+	clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+	return ts.tv_sec + ts.tv_nsec / 1e9;
+}
+
+/* uniform double in [0, 1) */
+static double
+rng_double(uint64 *state)
+{
+	return (rng_next(state) >> 11) * (1.0 / 9007199254740992.0);
+}
+
+/* the hash of key k: a bijection of 64-bit values (splitmix64's mixer) */
+static inline uint64
+key_hash(uint64 k)
+{
+	uint64		z = k ^ BENCH_KEY_SEED;
+
+	z = (z ^ (z >> 30)) * UINT64CONST(0xBF58476D1CE4E5B9);
+	z = (z ^ (z >> 27)) * UINT64CONST(0x94D049BB133111EB);
+	return z ^ (z >> 31);
+}
+
+/* the heap TID of key k, as a tag word: unique per key, offset never 0 */
+static inline uint64
+key_tag(uint64 k)
+{
+	return pmh_tag_make(key_hash(k), (uint32) (k >> 8), (uint16) ((k & 0xff) + 1));
+}
+
+/* ---------------------------------------------------------------------
+ * Workload streams: arrays of key numbers, generated before the clock runs
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Zipf(theta) ranks over n items, by the method of Gray et al. ("Quickly
+ * generating billion-record synthetic databases"), the one YCSB uses.
+ */
+typedef struct Zipf
+{
+	uint64		n;
+	double		theta;
+	double		alpha;
+	double		zetan;
+	double		eta;
+	double		half_pow_theta;
+} Zipf;
+
+/* sum of 1/i^theta for i = 1..n */
+static double
+zeta(uint64 n, double theta)
+{
+	double		sum = 0;
+	uint64		i;
+
+	for (i = 1; i <= n; i++)
+		sum += pow((double) i, -theta);
+	return sum;
+}
+
+/* set up a generator of ranks 0..n-1, rank 0 the most frequent */
+static void
+zipf_init(Zipf *z, uint64 n, double theta)
+{
+	double		zeta2 = zeta(2, theta);
+
+	z->n = n;
+	z->theta = theta;
+	z->alpha = 1.0 / (1.0 - theta);
+	z->zetan = zeta(n, theta);
+	z->eta = (1.0 - pow(2.0 / (double) n, 1.0 - theta)) /
+		(1.0 - zeta2 / z->zetan);
+	z->half_pow_theta = 1.0 + pow(0.5, theta);
+}
+
+/* the next rank */
+static uint64
+zipf_next(const Zipf *z, uint64 *state)
+{
+	double		u = rng_double(state);
+	double		uz = u * z->zetan;
+	uint64		r;
+
+	if (uz < 1.0)
+		return 0;
+	if (uz < z->half_pow_theta)
+		return 1;
+	r = (uint64) ((double) z->n * pow(z->eta * u - z->eta + 1.0, z->alpha));
+	return r < z->n ? r : z->n - 1;
+}
+
+/* a random permutation of 0..n-1 (Fisher-Yates) */
+static uint32 *
+make_permutation(uint64 n, uint64 *state)
+{
+	uint32	   *p = pg_malloc(sizeof(uint32) * n);
+	uint64		i;
+
+	for (i = 0; i < n; i++)
+		p[i] = (uint32) i;
+	for (i = n; i > 1; i--)
+	{
+		uint64		j = rng_next(state) % i;
+		uint32		t = p[i - 1];
+
+		p[i - 1] = p[j];
+		p[j] = t;
+	}
+	return p;
+}
+
+/*
+ * A stream of "count" key numbers base + x, x in 0..n-1: uniform, or Zipf
+ * ranks mapped through a random permutation (so that the hot keys are
+ * spread over the table, as YCSB's scrambled Zipf does).
+ */
+static uint32 *
+make_stream(uint64 count, uint64 base, uint64 n, bool zipf, uint64 seed)
+{
+	uint32	   *s = pg_malloc(sizeof(uint32) * Max(count, 1));
+	uint64		state = seed;
+	uint64		i;
+
+	if (!zipf)
+	{
+		for (i = 0; i < count; i++)
+			s[i] = (uint32) (base + rng_next(&state) % n);
+	}
+	else
+	{
+		Zipf		z;
+		uint32	   *perm = make_permutation(n, &state);
+
+		zipf_init(&z, n, opt.theta);
+		for (i = 0; i < count; i++)
+			s[i] = (uint32) (base + perm[zipf_next(&z, &state)]);
+		free(perm);
+	}
+	return s;
+}
+
+/* ---------------------------------------------------------------------
+ * The table: pool, metadata, directory, backup-log state, locks
+ * ---------------------------------------------------------------------
+ */
+
+typedef struct LogLineState
+{
+	uint16		pending;		/* slots whose entries wait in a D-bucket */
+	int16		owner;			/* thread appending to it, or -1 */
+} LogLineState;
+
+typedef struct Table
+{
+	char	   *base;
+	size_t		mapped_len;
+	int			is_pmem;
+	uint32		nseg;			/* segments in the mapping */
+	PmhSegMeta *meta;
+	pthread_rwlock_t *seglock;
+	uint32	   *freesegs;		/* stack, lowest segment on top */
+	uint32		nfree;
+	uint32	   *dir;
+	int			gd;
+	uint32		primaries;
+	uint32		overflows;
+	uint64		splits;
+	pthread_rwlock_t idxlock;
+
+	pthread_mutex_t loglock;
+	LogLineState *lines;		/* PMH_LOG_MAX_LINES */
+	uint32		log_nexts;
+	uint32		log_cursor;
+	uint32		log_ext_segs[PMH_LOG_MAX_EXTS];
+	bool		vacuum_active;
+
+	pthread_mutex_t medialock;
+	PmhMediaModel *media;		/* NULL: no model */
+	PmhCallbacks cb;
+} Table;
+
+/* per-thread state: its own mapping view, collecting log, counters */
+typedef struct Worker
+{
+	Table	   *t;
+	int			id;
+	PmhPool		pool;
+	bool		exclusive;		/* holds the index lock exclusively */
+	/* collecting log (backend memory) */
+	PmhEntry	clog[PMH_BUCKET_SLOTS];
+	int			nclog;
+	int32		log_line;		/* owned backup-log line, or -1 */
+	int			log_used;
+	/* counters of the running phase */
+	uint64		reads;			/* pool entries read by lookups */
+	uint64		cur_reads;
+	uint64		ops_reading;	/* lookups that read the pool at all */
+	uint64		hits;
+	uint64		errors;
+	/* the phase's work */
+	const uint32 *keys;
+	uint64		nkeys;
+	int			op;
+	double		cpu_secs;		/* CPU time the thread spent on the phase */
+	double		wall_start;		/* when it started and ended the phase */
+	double		wall_end;
+} Worker;
+
+/* PmhCallbacks.get_meta */
+static PmhSegMeta *
+cb_get_meta(void *arg, uint32 segno)
+{
+	Table	   *t = (Table *) arg;
+
+	if (segno >= t->nseg)
+		die("get_meta(%u) past the %u segments", segno, t->nseg);
+	return &t->meta[segno];
+}
+
+/* PmhCallbacks.alloc_segment: called with the index lock exclusive */
+static uint32
+cb_alloc_segment(void *arg)
+{
+	Table	   *t = (Table *) arg;
+
+	if (t->nfree == 0)
+		return PMH_NO_SEGMENT;
+	return t->freesegs[--t->nfree];
+}
+
+/* the flush hook: feed the media model (fence calls have len 0) */
+static void
+bench_flush_hook(void *arg, uint64 offset, size_t len)
+{
+	Worker	   *w = (Worker *) arg;
+
+	if (len == 0 || w->t->media == NULL)
+		return;
+	pthread_mutex_lock(&w->t->medialock);
+	pmh_media_write(w->t->media, 1, offset, len, 0, NULL, NULL);
+	pthread_mutex_unlock(&w->t->medialock);
+}
+
+/* the read hook: count what lookups read from the pool */
+static void
+bench_read_hook(void *arg, uint64 offset, size_t len)
+{
+	Worker	   *w = (Worker *) arg;
+
+	w->cur_reads++;
+}
+
+/* the mapping of the pool is too small: tell how to make it bigger */
+static void
+pool_full(void)
+{
+	die("the pool has no free segment left: raise --pool-factor (now %.1f)",
+		opt.pool_factor);
+}
+
+/*
+ * Create the pool file in opt.dir, map it (allocated up front, as the
+ * server's posix_fallocate does), unlink it, and format it: one primary
+ * segment of depth 0.  The metadata starts empty, every other segment free.
+ */
+static Table *
+table_create(uint64 entries)
+{
+	Table	   *t = pg_malloc0(sizeof(Table));
+	uint64		nseg = (uint64) (opt.pool_factor * (double) entries / PMH_SEG_SLOTS) + 256;
+	char		path[MAXPGPATH];
+	size_t		len;
+	int			is_pmem;
+	PmhPoolHeader hdr;
+	PmhPool		p;
+	pthread_rwlockattr_t ra;
+	uint64		i;
+
+	if (nseg >= PMH_NO_SEGMENT)
+		die("too many entries for one pool");
+	snprintf(path, sizeof(path), "%s/pmh_bench.%d.pool", opt.dir, (int) getpid());
+	t->base = pmem_map_file(path, pmh_pool_bytes(nseg),
+							PMEM_FILE_CREATE | PMEM_FILE_EXCL, 0600,
+							&len, &is_pmem);
+	if (t->base == NULL)
+		die("pmem_map_file(%s): %s", path, pmem_errormsg());
+	if (unlink(path) != 0)
+		die("unlink(%s): %m", path);
+	t->mapped_len = len;
+	t->is_pmem = is_pmem;
+
+	memset(&p, 0, sizeof(p));
+	p.base = t->base;
+	p.mapped_len = len;
+	p.is_pmem = is_pmem;
+	pmh_header_init(&hdr, opt.seed | 1, 0, 0, 0, 0);
+	if (pmh_pool_format(&p, &hdr) != 0 || pmh_pool_state_init(&p, 0) != 0)
+		die("formatting the pool: %m");
+	t->nseg = (uint32) pmh_pool_nsegments(&p);
+
+	t->meta = pg_malloc(sizeof(PmhSegMeta) * t->nseg);
+	t->seglock = pg_malloc(sizeof(pthread_rwlock_t) * t->nseg);
+	t->freesegs = pg_malloc(sizeof(uint32) * t->nseg);
+	for (i = 0; i < t->nseg; i++)
+	{
+		pmh_meta_reset(&t->meta[i], 0);
+		pthread_rwlock_init(&t->seglock[i], NULL);
+	}
+	for (i = t->nseg; i > 1; i--)
+		t->freesegs[t->nfree++] = (uint32) (i - 1);
+	t->meta[0].word = pmh_seg_header(&p, 0)->word;
+	t->dir = pg_malloc(sizeof(uint32));
+	t->dir[0] = 0;
+	t->gd = 0;
+	t->primaries = 1;
+
+	/* a waiting split must not starve behind a stream of readers */
+	pthread_rwlockattr_init(&ra);
+	pthread_rwlockattr_setkind_np(&ra, PTHREAD_RWLOCK_PREFER_WRITER_NONRECURSIVE_NP);
+	pthread_rwlock_init(&t->idxlock, &ra);
+	pthread_rwlockattr_destroy(&ra);
+
+	pthread_mutex_init(&t->loglock, NULL);
+	t->lines = pg_malloc(sizeof(LogLineState) * PMH_LOG_MAX_LINES);
+	for (i = 0; i < PMH_LOG_MAX_LINES; i++)
+	{
+		t->lines[i].pending = 0;
+		t->lines[i].owner = -1;
+	}
+	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+		t->log_ext_segs[i] = PMH_NO_SEGMENT;
+
+	pthread_mutex_init(&t->medialock, NULL);
+	if (opt.media_lines > 0)
+	{
+		t->media = pg_malloc(sizeof(PmhMediaModel));
+		pmh_media_init(t->media, opt.media_lines);
+	}
+	t->cb.get_meta = cb_get_meta;
+	t->cb.alloc_segment = cb_alloc_segment;
+	t->cb.arg = t;
+	return t;
+}
+
+/* unmap the pool and free everything */
+static void
+table_destroy(Table *t)
+{
+	uint32		i;
+
+	pmem_unmap(t->base, t->mapped_len);
+	for (i = 0; i < t->nseg; i++)
+		pthread_rwlock_destroy(&t->seglock[i]);
+	free(t->meta);
+	free(t->seglock);
+	free(t->freesegs);
+	free(t->dir);
+	free(t->lines);
+	free(t->media);
+	free(t);
+}
+
+/* a worker's view of the table: its own PmhPool (stats, batches) */
+static void
+worker_init(Worker *w, Table *t, int id)
+{
+	memset(w, 0, sizeof(*w));
+	w->t = t;
+	w->id = id;
+	w->pool.base = t->base;
+	w->pool.mapped_len = t->mapped_len;
+	w->pool.is_pmem = t->is_pmem;
+	w->pool.log_ext_segs = t->log_ext_segs;
+	w->pool.flush_hook = bench_flush_hook;
+	w->pool.read_hook = bench_read_hook;
+	w->pool.flush_hook_arg = w;
+	w->log_line = -1;
+}
+
+/* ---------------------------------------------------------------------
+ * Locks
+ * ---------------------------------------------------------------------
+ */
+
+/* take the index lock in the given mode */
+static inline void
+idx_lock(Worker *w, bool exclusive)
+{
+	if (exclusive)
+		pthread_rwlock_wrlock(&w->t->idxlock);
+	else
+		pthread_rwlock_rdlock(&w->t->idxlock);
+	w->exclusive = exclusive;
+}
+
+/* release the index lock */
+static inline void
+idx_unlock(Worker *w)
+{
+	pthread_rwlock_unlock(&w->t->idxlock);
+	w->exclusive = false;
+}
+
+/* change the index lock's mode (released in between, as pmhash_relock) */
+static void
+idx_relock(Worker *w, bool exclusive)
+{
+	idx_unlock(w);
+	idx_lock(w, exclusive);
+}
+
+/* ---------------------------------------------------------------------
+ * The write path: backup log, D-buckets, relocation, splits
+ * ---------------------------------------------------------------------
+ */
+
+/* lines of the backup log: the fixed ones and those of log segments */
+static inline uint32
+log_nlines(const Table *t)
+{
+	return PMH_LOG_LINES + t->log_nexts * PMH_LOG_EXT_LINES;
+}
+
+/* should a full log grow rather than be emptied (pmhash_log_should_grow) */
+static bool
+log_should_grow(const Table *t)
+{
+	return t->log_nexts < PMH_LOG_MAX_EXTS &&
+		log_nlines(t) < t->primaries + t->primaries / 2 + PMH_LOG_EXT_LINES;
+}
+
+/* add a log segment of 64 lines; index lock exclusive */
+static void
+log_add_extension(Worker *w)
+{
+	Table	   *t = w->t;
+	uint32		ext = t->log_nexts;
+	uint32		segno = cb_alloc_segment(t);
+
+	if (segno == PMH_NO_SEGMENT)
+		pool_full();
+	if (pmh_add_log_segment(&w->pool, segno, ext) != 0)
+		die("pmh_add_log_segment: %m");
+	pmh_meta_reset(&t->meta[segno], pmh_segword_make_log(ext));
+	pthread_mutex_lock(&t->loglock);
+	t->log_ext_segs[ext] = segno;
+	t->log_nexts++;
+	pthread_mutex_unlock(&t->loglock);
+}
+
+/*
+ * Release backup-log slots whose entries are in their segment now, or
+ * gone; with "zero", or while deletes run, clear and persist their tags
+ * first (pmhash_log_release).
+ */
+static void
+log_release(Worker *w, const uint32 *slots, int n, bool zero)
+{
+	Table	   *t = w->t;
+	int			i;
+
+	if (n == 0)
+		return;
+	pthread_mutex_lock(&t->loglock);
+	if (zero || t->vacuum_active)
+	{
+		pmh_batch_begin(&w->pool);
+		for (i = 0; i < n; i++)
+		{
+			PmhEntry   *e = pmh_log_entry(&w->pool, slots[i]);
+
+			e->tag = 0;
+			(void) pmh_persist(&w->pool, &e->tag, sizeof(uint64));
+		}
+		if (pmh_batch_end(&w->pool) != 0)
+			die("clearing backup-log slots: %m");
+	}
+	for (i = 0; i < n; i++)
+		t->lines[slots[i] / PMH_BUCKET_SLOTS].pending &=
+			(uint16) ~(1 << (slots[i] % PMH_BUCKET_SLOTS));
+	pthread_mutex_unlock(&t->loglock);
+}
+
+/* relocate the D-bucket of primary segno and release its log slots */
+static PmhInsertResult
+relocate_segment(Worker *w, uint32 segno)
+{
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel;
+	int			ndup;
+	PmhInsertResult r;
+
+	r = pmh_relocate(&w->pool, &w->t->cb, segno, false, released, &nrel, &ndup);
+	if (r == PMH_INSERT_IOERROR)
+		die("pmh_relocate: %m");
+	log_release(w, released, nrel, false);
+	return r;
+}
+
+/* split primary segno and update the directory; index lock exclusive */
+static void
+split_segment(Worker *w, uint32 segno)
+{
+	Table	   *t = w->t;
+	uint32		before = t->nfree;
+	uint32		newseg;
+
+	if (t->nfree < (uint32) pmh_segments_needed_for_split(&t->cb, segno))
+		pool_full();
+	if (pmh_segword_depth(t->meta[segno].word) >= t->gd)
+	{
+		uint32	   *newdir = pg_malloc(sizeof(uint32) << (t->gd + 1));
+
+		pmh_dir_double(t->dir, t->gd, newdir);
+		free(t->dir);
+		t->dir = newdir;
+		t->gd++;
+	}
+	if (pmh_split(&w->pool, &t->cb, segno, &newseg) != 0)
+		die("pmh_split: %m");
+	pmh_dir_assign(t->dir, t->gd, t->meta[segno].word, segno);
+	pmh_dir_assign(t->dir, t->gd, t->meta[newseg].word, newseg);
+	t->primaries++;
+	t->overflows += before - t->nfree - 1;
+	t->splits++;
+}
+
+/* give primary segno another overflow segment; index lock exclusive */
+static void
+add_overflow(Worker *w, uint32 segno)
+{
+	Table	   *t = w->t;
+	uint32		newseg = cb_alloc_segment(t);
+
+	if (newseg == PMH_NO_SEGMENT)
+		pool_full();
+	if (pmh_add_overflow(&w->pool, &t->cb, segno, newseg) != 0)
+		die("pmh_add_overflow: %m");
+	t->overflows++;
+}
+
+/* act on a "no room" verdict; index lock exclusive */
+static void
+make_room(Worker *w, uint32 segno, PmhInsertResult r)
+{
+	if (r == PMH_INSERT_SPLIT)
+		split_segment(w, segno);
+	else
+		add_overflow(w, segno);
+}
+
+/*
+ * Put an entry whose log copy is persistent into its segment's D-bucket,
+ * relocating a full D-bucket first (pmhash_place_pending).  The index lock
+ * is held in the same mode on return.
+ */
+static void
+place_pending(Worker *w, uint64 hash, uint64 tag, uint32 logslot)
+{
+	Table	   *t = w->t;
+	bool		entry_exclusive = w->exclusive;
+
+	for (;;)
+	{
+		uint32		segno = t->dir[pmh_dir_index(hash, t->gd)];
+		PmhSegMeta *m = &t->meta[segno];
+		bool		locked = !w->exclusive;
+		PmhInsertResult r;
+
+		if (locked)
+			pthread_rwlock_wrlock(&t->seglock[segno]);
+		if (m->npending < PMH_DBUCKET_SLOTS)
+		{
+			pmh_pending_add(m, hash, tag, logslot);
+			if (locked)
+				pthread_rwlock_unlock(&t->seglock[segno]);
+			if (w->exclusive != entry_exclusive)
+				idx_relock(w, entry_exclusive);
+			return;
+		}
+		r = relocate_segment(w, segno);
+		if (locked)
+			pthread_rwlock_unlock(&t->seglock[segno]);
+		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
+		{
+			if (!w->exclusive)
+			{
+				/* structure changes need the whole index; look again */
+				idx_relock(w, true);
+				continue;
+			}
+			make_room(w, segno, r);
+		}
+	}
+}
+
+/* relocate every D-bucket (the log is full); index lock exclusive */
+static void
+relocate_all(Worker *w)
+{
+	Table	   *t = w->t;
+	bool		again = true;
+
+	while (again)
+	{
+		uint32		segno;
+
+		again = false;
+		for (segno = 0; segno < t->nseg; segno++)
+		{
+			PmhSegMeta *m = &t->meta[segno];
+			PmhInsertResult r;
+
+			if (m->npending == 0 || !pmh_segword_is_valid(m->word) ||
+				pmh_segword_is_overflow(m->word))
+				continue;
+			r = relocate_segment(w, segno);
+			if (r != PMH_INSERT_DONE)
+			{
+				make_room(w, segno, r);
+				again = true;
+			}
+		}
+	}
+}
+
+/*
+ * Own a backup-log line with room for n more entries and reserve them
+ * (pmhash_log_reserve): returns the line, *first the first slot.
+ */
+static uint32
+log_reserve(Worker *w, int n, int *first)
+{
+	Table	   *t = w->t;
+	int			attempt;
+	uint32		line;
+
+	for (attempt = 0;; attempt++)
+	{
+		uint32		nlines;
+		uint32		i;
+		bool		entry_exclusive;
+
+		pthread_mutex_lock(&t->loglock);
+		if (w->log_line >= 0)
+		{
+			if (PMH_BUCKET_SLOTS - w->log_used >= n)
+				break;
+			t->lines[w->log_line].owner = -1;
+		}
+		w->log_line = -1;
+		nlines = log_nlines(t);
+		for (i = 0; i < nlines; i++)
+		{
+			uint32		l = (t->log_cursor + i) % nlines;
+
+			if (t->lines[l].pending != 0 || t->lines[l].owner >= 0)
+				continue;
+			/* what it held is relocated: start it empty (no flush) */
+			memset(pmh_log_line(&w->pool, l), 0, PMH_LINE_BYTES);
+			t->lines[l].owner = (int16) w->id;
+			w->log_line = (int32) l;
+			w->log_used = 0;
+			t->log_cursor = (l + 1) % nlines;
+			break;
+		}
+		if (w->log_line >= 0)
+			break;
+		pthread_mutex_unlock(&t->loglock);
+
+		if (attempt > 1)
+			die("the backup log is full");
+		entry_exclusive = w->exclusive;
+		if (!w->exclusive)
+			idx_relock(w, true);
+		if (attempt == 0 && log_should_grow(t))
+			log_add_extension(w);
+		else
+			relocate_all(w);
+		if (w->exclusive != entry_exclusive)
+			idx_relock(w, entry_exclusive);
+	}
+	line = (uint32) w->log_line;
+	*first = w->log_used;
+	t->lines[line].pending |= (uint16) (((1 << n) - 1) << w->log_used);
+	w->log_used += n;
+	pthread_mutex_unlock(&t->loglock);
+	return line;
+}
+
+/*
+ * Write the collecting log to the backup log (one persist, one fence), then
+ * put its entries into their D-buckets (pmhash_log_flush).  Index lock
+ * held (any mode).
+ */
+static void
+log_flush(Worker *w)
+{
+	PmhEntry	e[PMH_BUCKET_SLOTS];
+	int			n = w->nclog;
+	int			first;
+	uint32		line;
+	int			i;
+
+	if (n == 0)
+		return;
+	memcpy(e, w->clog, sizeof(PmhEntry) * n);
+	line = log_reserve(w, n, &first);
+	if (pmh_log_write(&w->pool, line, first, e, n) != 0)
+		die("pmh_log_write: %m");
+	w->nclog = 0;
+	for (i = 0; i < n; i++)
+		place_pending(w, e[i].hash, e[i].tag,
+					  line * PMH_BUCKET_SLOTS + (uint32) (first + i));
+	if (w->log_used == PMH_BUCKET_SLOTS)
+	{
+		pthread_mutex_lock(&w->t->loglock);
+		w->t->lines[w->log_line].owner = -1;
+		pthread_mutex_unlock(&w->t->loglock);
+		w->log_line = -1;
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Operations
+ * ---------------------------------------------------------------------
+ */
+
+/* insert key k through the collecting log (aminsert) */
+static void
+op_insert(Worker *w, uint64 k)
+{
+	int			room;
+
+	idx_lock(w, false);
+	w->clog[w->nclog].hash = key_hash(k);
+	w->clog[w->nclog].tag = key_tag(k);
+	w->nclog++;
+	/* flush when the log would complete this thread's backup-log line */
+	room = PMH_BUCKET_SLOTS - (w->log_line >= 0 ? w->log_used : 0);
+	if (w->nclog >= room)
+		log_flush(w);
+	idx_unlock(w);
+}
+
+/* the end of a transaction: flush what the collecting log holds */
+static void
+op_commit(Worker *w)
+{
+	idx_lock(w, false);
+	log_flush(w);
+	idx_unlock(w);
+}
+
+/* insert key k straight into its segment (pmh_insert: probe, persist) */
+static void
+op_insert_direct(Worker *w, uint64 k)
+{
+	Table	   *t = w->t;
+	uint64		hash = key_hash(k);
+
+	idx_lock(w, false);
+	for (;;)
+	{
+		uint32		segno = t->dir[pmh_dir_index(hash, t->gd)];
+		bool		locked = !w->exclusive;
+		PmhInsertResult r;
+
+		if (locked)
+			pthread_rwlock_wrlock(&t->seglock[segno]);
+		r = pmh_insert(&w->pool, &t->cb, segno, hash, (uint32) (k >> 8),
+					   (uint16) ((k & 0xff) + 1));
+		if (locked)
+			pthread_rwlock_unlock(&t->seglock[segno]);
+		if (r == PMH_INSERT_DONE || r == PMH_INSERT_EXISTS)
+			break;
+		if (r == PMH_INSERT_IOERROR)
+			die("pmh_insert: %m");
+		if (!w->exclusive)
+		{
+			idx_relock(w, true);
+			continue;
+		}
+		make_room(w, segno, r);
+	}
+	idx_unlock(w);
+}
+
+/* add the tags of a D-bucket's entries with this hash to tags[n ..] */
+static int
+lookup_pending(const PmhSegMeta *m, uint64 hash, uint64 *tags, int n)
+{
+	uint32		i;
+
+	for (i = 0; i < m->npending; i++)
+	{
+		if (m->pending[i].hash != hash)
+			continue;
+		if (n < PMH_BUCKET_SLOTS)
+			tags[n] = m->pending[i].tag;
+		n++;
+	}
+	return n;
+}
+
+/*
+ * The end of a lookup that found n entries: is "want" among them, and
+ * count the pool reads.  Returns n.
+ */
+static int
+lookup_done(Worker *w, const uint64 *tags, int n, uint64 want, bool *found)
+{
+	int			i;
+
+	*found = false;
+	for (i = 0; i < Min(n, PMH_BUCKET_SLOTS); i++)
+		*found |= tags[i] == want;
+	if (w->cur_reads > 0)
+	{
+		w->reads += w->cur_reads;
+		w->ops_reading++;
+	}
+	return n;
+}
+
+/*
+ * Look key k up as a scan does (pmhash_collect): the segment and its chain,
+ * the D-bucket, the own collecting log.  Returns the number of entries
+ * with its hash; *found tells whether one is exactly the key's entry.
+ */
+static int
+op_lookup(Worker *w, uint64 k, bool *found)
+{
+	Table	   *t = w->t;
+	uint64		hash = key_hash(k);
+	uint64		want = key_tag(k);
+	uint64		tags[PMH_BUCKET_SLOTS];
+	uint32		segno;
+	PmhSegMeta *m;
+	int			n;
+	int			i;
+
+	w->cur_reads = 0;
+	idx_lock(w, false);
+	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	m = &t->meta[segno];
+	pthread_rwlock_rdlock(&t->seglock[segno]);
+	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
+	n = lookup_pending(m, hash, tags, n);
+	pthread_rwlock_unlock(&t->seglock[segno]);
+	for (i = 0; i < w->nclog; i++)
+	{
+		if (w->clog[i].hash != hash)
+			continue;
+		if (n < PMH_BUCKET_SLOTS)
+			tags[n] = w->clog[i].tag;
+		n++;
+	}
+	idx_unlock(w);
+	return lookup_done(w, tags, n, want, found);
+}
+
+#ifndef __SSE2__
+/* 16 fingerprints of "width" bytes each that equal fp, one bit each */
+static inline uint32
+scalar_candidates(const void *fps, int width, uint32 fp)
+{
+	uint32		match = 0;
+	int			i;
+
+	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+	{
+		uint32		v = width == 1 ? ((const uint8 *) fps)[i] : ((const uint16 *) fps)[i];
+
+		match |= (uint32) (v == fp) << i;
+	}
+	return match;
+}
+#endif
+
+/* which of 16 slots (bits of occ) have fingerprint fp (as the core) */
+static inline uint32
+fp_candidates(const uint8 *fps, uint32 occ, uint8 fp)
+{
+	uint32		match = 0;
+
+	if (occ == 0)
+		return 0;
+#ifdef __SSE2__
+	match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *) fps),
+													  _mm_set1_epi8((char) fp)));
+#else
+	match = scalar_candidates(fps, 1, fp);
+#endif
+	return match & occ;
+}
+
+/* the live slots of one bucket whose fingerprint matches */
+static inline uint32
+bucket_candidates(const PmhSegMeta *m, int b, uint8 fp)
+{
+	return fp_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
+}
+
+/*
+ * Delete key k's entry: find its slot by fingerprint in the segment or its
+ * chain and clear it (pmh_delete_slots, one persisted 8-byte store), or
+ * drop it from the D-bucket, its log copy cleared and persisted
+ * (pmhash_vacuum_pending).  Returns whether it was there.
+ */
+static bool
+op_delete(Worker *w, uint64 k, uint8 *deleted)
+{
+	Table	   *t = w->t;
+	uint64		hash = key_hash(k);
+	uint64		want = key_tag(k);
+	uint8		fp = pmh_fingerprint(hash);
+	uint32		segno;
+	uint32		s;
+	bool		found = false;
+	uint32		i;
+
+	idx_lock(w, false);
+	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	pthread_rwlock_wrlock(&t->seglock[segno]);
+	for (s = segno; s != PMH_NO_SEGMENT && !found; s = t->meta[s].ovf_next)
+	{
+		PmhSegMeta *m = &t->meta[s];
+		const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+		int			b;
+
+		for (b = 0; b < PMH_SEG_BUCKETS && !found; b++)
+		{
+			uint32		cand = bucket_candidates(m, b, fp);
+
+			while (cand)
+			{
+				int			slot = pg_rightmost_one_pos32(cand);
+
+				cand &= cand - 1;
+				w->reads++;
+				if (e[b * PMH_BUCKET_SLOTS + slot].hash == hash &&
+					e[b * PMH_BUCKET_SLOTS + slot].tag == want)
+				{
+					if (pmh_delete_slots(&w->pool, m, s, b,
+										 (uint16) (1 << slot)) != 0)
+						die("pmh_delete_slots: %m");
+					found = true;
+					break;
+				}
+			}
+		}
+	}
+	if (!found)
+	{
+		PmhSegMeta *m = &t->meta[segno];
+
+		for (i = 0; i < m->npending; i++)
+		{
+			if (m->pending[i].hash == hash && m->pending[i].tag == want)
+			{
+				uint32		logslot = m->pending[i].logslot;
+
+				pmh_pending_remove(m, (int) i);
+				log_release(w, &logslot, 1, true);
+				found = true;
+				break;
+			}
+		}
+	}
+	pthread_rwlock_unlock(&t->seglock[segno]);
+	idx_unlock(w);
+	if (found && deleted)
+		deleted[k] = 1;
+	return found;
+}
+
+/*
+ * Before deletes: clear and persist every released log slot that still
+ * holds a copy, and have relocations clear theirs (pmhash_log_vacuum_begin).
+ */
+static void
+vacuum_begin(Worker *w)
+{
+	Table	   *t = w->t;
+	uint32		l;
+
+	pthread_mutex_lock(&t->loglock);
+	t->vacuum_active = true;
+	pmh_batch_begin(&w->pool);
+	for (l = 0; l < log_nlines(t); l++)
+	{
+		PmhEntry   *e = pmh_log_line(&w->pool, l);
+		bool		dirty = false;
+		int			s;
+
+		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+		{
+			if ((t->lines[l].pending & (1 << s)) || e[s].tag == 0)
+				continue;
+			e[s].tag = 0;
+			dirty = true;
+		}
+		if (dirty)
+			(void) pmh_persist(&w->pool, e, PMH_LINE_BYTES);
+	}
+	if (pmh_batch_end(&w->pool) != 0)
+		die("clearing the backup log: %m");
+	pthread_mutex_unlock(&t->loglock);
+}
+
+typedef enum BenchOp
+{
+	OP_INSERT,
+	OP_INSERT_DIRECT,
+	OP_SEARCH_POS,
+	OP_SEARCH_NEG,
+	OP_DELETE,
+	/* probe experiments: lookups src/ does not have (see probe_exp) */
+	OP_EXP_BASE_POS,
+	OP_EXP_BASE_NEG,
+	OP_EXP_NOLOCK_POS,
+	OP_EXP_PREFETCH_POS,
+	OP_EXP_PREFETCH_NEG,
+	OP_EXP_FP16_POS,
+	OP_EXP_FP16_NEG,
+	OP_EXP_GROUP4_POS,
+	OP_EXP_GROUP4_NEG,
+	OP_EXP_G4FP16_POS,
+	OP_EXP_G4FP16_NEG
+} BenchOp;
+
+static const char *const op_names[] = {
+	"insert", "insert-direct", "search+", "search-", "delete",
+	"search+ baseline", "search- baseline", "search+ no locks", "search+ prefetch",
+	"search- prefetch", "search+ fp16", "search- fp16",
+	"search+ 1/4 segment", "search- 1/4 segment",
+	"search+ 1/4 segment, fp16", "search- 1/4 segment, fp16"
+};
+
+#define OP_IS_EXPERIMENT(op) ((op) >= OP_EXP_BASE_POS)
+#define OP_IS_POSITIVE(op) ((op) == OP_SEARCH_POS || (op) == OP_EXP_BASE_POS || \
+	(op) == OP_EXP_NOLOCK_POS || (op) == OP_EXP_PREFETCH_POS || \
+	(op) == OP_EXP_FP16_POS || (op) == OP_EXP_GROUP4_POS || \
+	(op) == OP_EXP_G4FP16_POS)
+#define OP_IS_LOOKUP(op) ((op) == OP_SEARCH_POS || (op) == OP_SEARCH_NEG || \
+	OP_IS_EXPERIMENT(op))
+
+/* ---------------------------------------------------------------------
+ * Probe experiments: alternative lookups on the same loaded table, to
+ * measure ideas for the probe cost without changing src/.  Read-only: the
+ * side structures are built after the load and are not maintained.
+ *
+ *	no locks	pmh_lookup without the index and segment locks (what an
+ *				optimistic, version-checked read as in ElimDA would save)
+ *	prefetch	the same fingerprint scan, but all candidate slots are
+ *				collected and prefetched before any is compared
+ *	fp16		16-bit fingerprints (hash & 0xffff) instead of 8-bit: one
+ *				more byte of shared memory per slot
+ *	1/4 segment	as if an entry's line were chosen among 16 of the 64 by two
+ *				hash bits (a D-bucket per quarter segment): the scan covers
+ *				256 slots.  Simulated: the quarter's fingerprints are those
+ *				of the live entries whose hash picks it, wherever they are;
+ *				the pool reads are the same entries
+ *	1/4 segment, fp16  both
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * The fingerprints an experiment keeps besides PmhSegMeta.fp, for segments
+ * 0 .. nseg-1.  A simulated quarter has room for QCAP entries (a real one
+ * would hold 256 and split when full; QCAP only keeps this simulation from
+ * losing entries of a quarter that happens to have more).
+ */
+#define QCAP 512
+
+typedef struct ProbeSide
+{
+	uint32		nseg;
+	uint16	   *fp16;			/* nseg * PMH_SEG_SLOTS */
+	uint8	   *q_fp;			/* nseg * 4 * QCAP fingerprints */
+	uint16	   *q_fp16;			/* the same, 16 bits */
+	uint16	   *q_slot;			/* the segment slot of each of them */
+	uint16	   *q_n;			/* nseg * 4: entries in each quarter */
+	uint64		q_over;			/* quarters holding more than 256 */
+} ProbeSide;
+
+static ProbeSide probe_side;
+static uint64 exp_quarters_over;	/* for the report */
+static uint64 exp_quarters;
+
+/* the quarter of a segment an entry would live in: hash bits 8 and 9 */
+static inline int
+hash_quarter(uint64 hash)
+{
+	return (int) ((hash >> 8) & 3);
+}
+
+/* build the experiments' fingerprints from the loaded table (not timed) */
+static void
+probe_side_build(const Table *t)
+{
+	PmhPool		p;
+	uint32		nseg = 0;
+	uint32		s;
+
+	memset(&p, 0, sizeof(p));
+	p.base = t->base;
+	p.mapped_len = t->mapped_len;
+	for (s = 0; s < t->nseg; s++)
+		if (pmh_segword_is_valid(t->meta[s].word))
+			nseg = s + 1;
+	probe_side.nseg = nseg;
+	probe_side.q_over = 0;
+	probe_side.fp16 = pg_malloc0(sizeof(uint16) * nseg * PMH_SEG_SLOTS);
+	probe_side.q_fp = pg_malloc0((size_t) nseg * 4 * QCAP);
+	probe_side.q_fp16 = pg_malloc0(sizeof(uint16) * nseg * 4 * QCAP);
+	probe_side.q_slot = pg_malloc0(sizeof(uint16) * nseg * 4 * QCAP);
+	probe_side.q_n = pg_malloc0(sizeof(uint16) * nseg * 4);
+	for (s = 0; s < nseg; s++)
+	{
+		const PmhSegMeta *m = &t->meta[s];
+		const PmhEntry *e;
+		int			b;
+
+		if (!pmh_segword_is_valid(m->word) || pmh_segword_is_log(m->word))
+			continue;
+		e = pmh_seg_entries(&p, s);
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			uint32		occ = m->occ[b];
+
+			while (occ)
+			{
+				int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(occ);
+				uint64		h = e[slot].hash;
+				int			q = hash_quarter(h);
+				uint16	   *n = &probe_side.q_n[s * 4 + q];
+
+				occ &= occ - 1;
+				probe_side.fp16[(size_t) s * PMH_SEG_SLOTS + slot] = (uint16) (h & 0xffff);
+				if (*n < QCAP)
+				{
+					size_t		qi = ((size_t) s * 4 + q) * QCAP + *n;
+
+					probe_side.q_fp[qi] = pmh_fingerprint(h);
+					probe_side.q_fp16[qi] = (uint16) (h & 0xffff);
+					probe_side.q_slot[qi] = (uint16) slot;
+					(*n)++;
+				}
+				else
+					die("simulated quarter segment with more than %d entries", QCAP);
+			}
+		}
+		for (b = 0; b < 4; b++)
+			probe_side.q_over += probe_side.q_n[s * 4 + b] > PMH_SEG_SLOTS / 4;
+	}
+}
+
+/* free the experiments' fingerprints */
+static void
+probe_side_free(void)
+{
+	free(probe_side.fp16);
+	free(probe_side.q_fp);
+	free(probe_side.q_fp16);
+	free(probe_side.q_slot);
+	free(probe_side.q_n);
+	memset(&probe_side, 0, sizeof(probe_side));
+}
+
+/* compare one read slot; collect its tag if the hash matches */
+static inline void
+exp_check(Worker *w, const PmhEntry *e, uint64 hash, uint64 *tags, int *n)
+{
+	w->cur_reads++;
+	if (e->hash == hash)
+	{
+		if (*n < PMH_BUCKET_SLOTS)
+			tags[*n] = e->tag;
+		(*n)++;
+	}
+}
+
+/* the live slots of one bucket whose 16-bit fingerprint matches */
+static inline uint32
+bucket_candidates16(const uint16 *fps, uint32 occ, uint16 fp)
+{
+	uint32		match = 0;
+
+	if (occ == 0)
+		return 0;
+#ifdef __SSE2__
+	{
+		__m128i		v = _mm_set1_epi16((short) fp);
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
+
+		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+	}
+#else
+	match = scalar_candidates(fps, 2, fp);
+#endif
+	return match & occ;
+}
+
+/*
+ * One experimental lookup of key k (segment chain only: the loaded table's
+ * D-buckets are checked as usual).  Returns the number of entries with the
+ * hash; *found tells whether one is the key's.
+ */
+static int
+probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
+{
+	Table	   *t = w->t;
+	uint64		hash = key_hash(k);
+	uint64		want = key_tag(k);
+	uint64		tags[PMH_BUCKET_SLOTS];
+	bool		locks = op != OP_EXP_NOLOCK_POS;
+	uint32		segno;
+	uint32		s;
+	PmhSegMeta *m;
+	int			n = 0;
+	int			i;
+
+	w->cur_reads = 0;
+	if (locks)
+		idx_lock(w, false);
+	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	m = &t->meta[segno];
+	if (locks)
+		pthread_rwlock_rdlock(&t->seglock[segno]);
+	switch (op)
+	{
+		case OP_EXP_BASE_POS:
+		case OP_EXP_BASE_NEG:
+		case OP_EXP_NOLOCK_POS:
+			n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
+			break;
+		case OP_EXP_PREFETCH_POS:
+		case OP_EXP_PREFETCH_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhSegMeta *sm = &t->meta[s];
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				uint16		cand[PMH_SEG_SLOTS];
+				int			nc = 0;
+				int			b;
+
+				for (b = 0; b < PMH_SEG_BUCKETS; b++)
+				{
+					uint32		c = bucket_candidates(sm, b, pmh_fingerprint(hash));
+
+					while (c)
+					{
+						int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						__builtin_prefetch(&e[slot]);
+						cand[nc++] = (uint16) slot;
+					}
+				}
+				for (i = 0; i < nc; i++)
+					exp_check(w, &e[cand[i]], hash, tags, &n);
+			}
+			break;
+		case OP_EXP_FP16_POS:
+		case OP_EXP_FP16_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhSegMeta *sm = &t->meta[s];
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				const uint16 *fps = &probe_side.fp16[(size_t) s * PMH_SEG_SLOTS];
+				int			b;
+
+				if (sm->nlive == 0)
+					continue;
+				for (b = 0; b < PMH_SEG_BUCKETS; b++)
+				{
+					uint32		c = bucket_candidates16(&fps[b * PMH_BUCKET_SLOTS],
+														sm->occ[b],
+														(uint16) (hash & 0xffff));
+
+					while (c)
+					{
+						int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						exp_check(w, &e[slot], hash, tags, &n);
+					}
+				}
+			}
+			break;
+		case OP_EXP_GROUP4_POS:
+		case OP_EXP_GROUP4_NEG:
+		case OP_EXP_G4FP16_POS:
+		case OP_EXP_G4FP16_NEG:
+			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
+			{
+				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
+				bool		wide = op == OP_EXP_G4FP16_POS || op == OP_EXP_G4FP16_NEG;
+				int			q = hash_quarter(hash);
+				size_t		base = ((size_t) s * 4 + q) * QCAP;
+				int			nq = probe_side.q_n[s * 4 + q];
+				int			b;
+
+				for (b = 0; b * PMH_BUCKET_SLOTS < nq; b++)
+				{
+					int			left = nq - b * PMH_BUCKET_SLOTS;
+					uint32		occ = left >= PMH_BUCKET_SLOTS ? 0xffff : (1u << left) - 1;
+					size_t		at = base + b * PMH_BUCKET_SLOTS;
+					uint32		c;
+
+					c = wide ?
+						bucket_candidates16(&probe_side.q_fp16[at], occ, (uint16) (hash & 0xffff)) :
+						fp_candidates(&probe_side.q_fp[at], occ, pmh_fingerprint(hash));
+					while (c)
+					{
+						int			qs = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
+
+						c &= c - 1;
+						exp_check(w, &e[probe_side.q_slot[base + qs]], hash, tags, &n);
+					}
+				}
+			}
+			break;
+		default:
+			die("not an experiment: %d", (int) op);
+	}
+	n = lookup_pending(m, hash, tags, n);
+	if (locks)
+	{
+		pthread_rwlock_unlock(&t->seglock[segno]);
+		idx_unlock(w);
+	}
+	return lookup_done(w, tags, n, want, found);
+}
+
+/* ---------------------------------------------------------------------
+ * Phases: the threads, the clock, the counters
+ * ---------------------------------------------------------------------
+ */
+
+
+/* one measurement */
+typedef struct Result
+{
+	int			threads;
+	BenchOp		op;
+	const char *dist;
+	uint64		ops;
+	double		secs;
+	double		mops;
+	double		mops_cpu;		/* per CPU second of the threads: less noisy */
+	double		wa;				/* media bytes written / 16 B per entry; < 0: n/a */
+	double		fences_per_op;
+	double		reads_per_op;	/* pool entries read per operation */
+	double		frac_reading;	/* operations that read the pool at all */
+	uint64		hits;
+	uint64		errors;
+} Result;
+
+#define MAX_RESULTS 128
+static Result results[MAX_RESULTS];
+static int	nresults;
+
+typedef struct WorkerArg
+{
+	Worker	   *w;
+	pthread_barrier_t *barrier;
+	uint8	   *deleted;
+	uint64		first;			/* without a key stream: keys first.. */
+} WorkerArg;
+
+/* one thread of a phase: its share of the operations */
+static void *
+worker_main(void *arg)
+{
+	WorkerArg  *a = (WorkerArg *) arg;
+	Worker	   *w = a->w;
+	uint64		i;
+	double		c0;
+
+	pthread_barrier_wait(a->barrier);
+	w->wall_start = now_seconds();
+	c0 = thread_cpu_seconds();
+	for (i = 0; i < w->nkeys; i++)
+	{
+		uint64		k = w->keys ? w->keys[i] : a->first + i;
+		bool		found;
+		int			n;
+
+		switch ((BenchOp) w->op)
+		{
+			case OP_INSERT:
+				op_insert(w, k);
+				break;
+			case OP_INSERT_DIRECT:
+				op_insert_direct(w, k);
+				break;
+			case OP_SEARCH_POS:
+				n = op_lookup(w, k, &found);
+				w->hits += found;
+				if (n != 1 || !found)
+					w->errors++;
+				break;
+			case OP_SEARCH_NEG:
+				n = op_lookup(w, k, &found);
+				w->hits += n > 0;
+				if (n != 0)
+					w->errors++;
+				break;
+			case OP_DELETE:
+				w->hits += op_delete(w, k, a->deleted);
+				break;
+			default:
+				n = probe_exp(w, (BenchOp) w->op, k, &found);
+				if (OP_IS_POSITIVE(w->op))
+				{
+					w->hits += found;
+					if (n != 1 || !found)
+						w->errors++;
+				}
+				else
+				{
+					w->hits += n > 0;
+					if (n != 0)
+						w->errors++;
+				}
+				break;
+		}
+	}
+	if (w->op == OP_INSERT)
+		op_commit(w);
+	w->cpu_secs = thread_cpu_seconds() - c0;
+	w->wall_end = now_seconds();
+	return NULL;
+}
+
+/*
+ * Run one phase on nthreads threads: thread i does the i-th share of the
+ * key stream (or of keys 0 .. nkeys-1 when keys is NULL).  Records and
+ * returns the result.
+ */
+static Result *
+run_phase(Table *t, Worker *workers, int nthreads, BenchOp op,
+		  const uint32 *keys, uint64 nkeys, const char *dist, uint8 *deleted)
+{
+	pthread_t	tid[BENCH_MAX_THREADS];
+	WorkerArg	args[BENCH_MAX_THREADS];
+	pthread_barrier_t barrier;
+	Result	   *r;
+	PmhPersistStats st;
+	double		t0;
+	double		t1;
+	uint64		reads = 0;
+	uint64		reading = 0;
+	double		cpu = 0;
+	int			i;
+
+	if (nresults == MAX_RESULTS)
+		die("too many results");
+	r = &results[nresults++];
+	memset(r, 0, sizeof(*r));
+	if (t->media)
+		pmh_media_init(t->media, opt.media_lines);
+	pthread_barrier_init(&barrier, NULL, (unsigned) nthreads + 1);
+	for (i = 0; i < nthreads; i++)
+	{
+		Worker	   *w = &workers[i];
+		uint64		lo = nkeys * (uint64) i / (uint64) nthreads;
+		uint64		hi = nkeys * (uint64) (i + 1) / (uint64) nthreads;
+
+		memset(&w->pool.stats, 0, sizeof(w->pool.stats));
+		w->reads = w->ops_reading = w->hits = w->errors = 0;
+		w->op = op;
+		w->keys = keys ? keys + lo : NULL;
+		w->nkeys = hi - lo;
+		args[i].w = w;
+		args[i].barrier = &barrier;
+		args[i].deleted = deleted;
+		args[i].first = lo;
+		if (pthread_create(&tid[i], NULL, worker_main, &args[i]) != 0)
+			die("pthread_create: %m");
+	}
+	pthread_barrier_wait(&barrier);
+	for (i = 0; i < nthreads; i++)
+		pthread_join(tid[i], NULL);
+	pthread_barrier_destroy(&barrier);
+	/* the threads' own clocks: this thread may not run when they start */
+	t0 = workers[0].wall_start;
+	t1 = workers[0].wall_end;
+	for (i = 1; i < nthreads; i++)
+	{
+		t0 = Min(t0, workers[i].wall_start);
+		t1 = Max(t1, workers[i].wall_end);
+	}
+
+	memset(&st, 0, sizeof(st));
+	for (i = 0; i < nthreads; i++)
+	{
+		st.fences += workers[i].pool.stats.fences;
+		reads += workers[i].reads;
+		cpu += workers[i].cpu_secs;
+		reading += workers[i].ops_reading;
+		r->hits += workers[i].hits;
+		r->errors += workers[i].errors;
+	}
+	bench_errors += r->errors;
+	r->threads = nthreads;
+	r->op = op;
+	r->dist = dist;
+	r->ops = nkeys;
+	r->secs = t1 - t0;
+	r->mops = nkeys / Max(r->secs, 1e-9) / 1e6;
+	r->mops_cpu = nkeys / Max(cpu, 1e-9) / 1e6;
+	r->fences_per_op = (double) st.fences / Max(nkeys, 1);
+	r->reads_per_op = (double) reads / Max(nkeys, 1);
+	r->frac_reading = (double) reading / Max(nkeys, 1);
+	r->wa = -1;
+	if (t->media && (op == OP_INSERT || op == OP_INSERT_DIRECT || op == OP_DELETE))
+	{
+		uint64		entries = op == OP_DELETE ? r->hits : nkeys;
+
+		pmh_media_drain(t->media, NULL, NULL);
+		if (entries > 0)
+			r->wa = (double) t->media->total.media_bytes_written /
+				(double) (entries * PMH_ENTRY_BYTES);
+	}
+	fprintf(stderr, "  %d thread(s) %-13s %-7s %10llu ops %8.3f s %8.3f Mops/s %8.3f Mops/CPU-s%s\n",
+			nthreads, op_names[op], dist, (unsigned long long) nkeys, r->secs,
+			r->mops, r->mops_cpu, r->errors ? "  WRONG ANSWERS" : "");
+	return r;
+}
+
+/* entries the table holds: live slots of segments, and D-buckets */
+static uint64
+count_entries(const Table *t, uint64 *in_segments, uint64 *slots)
+{
+	uint64		n = 0;
+	uint64		pending = 0;
+	uint32		s;
+
+	*slots = 0;
+	for (s = 0; s < t->nseg; s++)
+	{
+		const PmhSegMeta *m = &t->meta[s];
+
+		if (!pmh_segword_is_valid(m->word) || pmh_segword_is_log(m->word))
+			continue;
+		n += m->nlive;
+		pending += m->npending;
+		*slots += PMH_SEG_SLOTS;
+	}
+	*in_segments = n;
+	return n + pending;
+}
+
+/* check the entry count against what should be there */
+static void
+check_count(const Table *t, uint64 expect, const char *when)
+{
+	uint64		inseg;
+	uint64		slots;
+	uint64		n = count_entries(t, &inseg, &slots);
+
+	if (n != expect)
+	{
+		fprintf(stderr, "pmh_bench: %s: the table holds %llu entries, expected %llu\n",
+				when, (unsigned long long) n, (unsigned long long) expect);
+		bench_errors++;
+	}
+}
+
+/*
+ * Look every key up (one thread, not timed): inserted keys not deleted
+ * must be found exactly once, deleted and never-inserted keys not at all.
+ */
+static void
+verify_all(Worker *w, uint64 entries, const uint8 *deleted)
+{
+	uint64		k;
+	uint64		wrong = 0;
+
+	for (k = 0; k < entries + Min(entries, 100000); k++)
+	{
+		bool		found;
+		int			n = op_lookup(w, k, &found);
+		bool		present = k < entries && !(deleted && deleted[k]);
+
+		if (present ? (n != 1 || !found) : n != 0)
+			wrong++;
+	}
+	if (wrong > 0)
+	{
+		fprintf(stderr, "pmh_bench: verification: %llu of %llu keys answered wrongly\n",
+				(unsigned long long) wrong,
+				(unsigned long long) (entries + Min(entries, 100000)));
+		bench_errors++;
+	}
+	else
+		fprintf(stderr, "  verified: %llu keys\n",
+				(unsigned long long) (entries + Min(entries, 100000)));
+}
+
+/* what the table looks like after the load, for the report */
+typedef struct LoadShape
+{
+	uint32		primaries;
+	uint32		overflows;
+	uint32		log_segments;
+	int			gd;
+	uint64		splits;
+	double		load_factor;
+	double		pool_bytes_per_entry;
+	double		meta_bytes_per_entry;
+	bool		valid;
+} LoadShape;
+
+static LoadShape load_shape;
+
+/* note the shape of a freshly loaded table */
+static void
+note_shape(const Table *t, uint64 entries)
+{
+	uint64		inseg;
+	uint64		slots;
+	uint32		used = t->nseg - t->nfree;
+
+	(void) count_entries(t, &inseg, &slots);
+	load_shape.primaries = t->primaries;
+	load_shape.overflows = t->overflows;
+	load_shape.log_segments = t->log_nexts;
+	load_shape.gd = t->gd;
+	load_shape.splits = t->splits;
+	load_shape.load_factor = slots ? (double) inseg / slots : 0;
+	load_shape.pool_bytes_per_entry = (double) pmh_pool_bytes(used) / entries;
+	load_shape.meta_bytes_per_entry =
+		((double) used * sizeof(PmhSegMeta) + sizeof(uint32) * ((size_t) 1 << t->gd)) / entries;
+	load_shape.valid = true;
+}
+
+/*
+ * The probe experiments on the loaded table, one thread, uniform keys: the
+ * baseline again, then each alternative lookup (probe_exp).
+ */
+static void
+run_experiments(Table *t, Worker *workers)
+{
+	static const BenchOp pos[] = {OP_EXP_BASE_POS, OP_EXP_NOLOCK_POS,
+	OP_EXP_PREFETCH_POS, OP_EXP_FP16_POS, OP_EXP_GROUP4_POS, OP_EXP_G4FP16_POS};
+	static const BenchOp neg[] = {OP_EXP_BASE_NEG, OP_EXP_PREFETCH_NEG,
+	OP_EXP_FP16_NEG, OP_EXP_GROUP4_NEG, OP_EXP_G4FP16_NEG};
+	uint32	   *ps = make_stream(opt.ops, 0, opt.entries, false, opt.seed + 41);
+	uint32	   *ns = make_stream(opt.ops, opt.entries, opt.entries, false, opt.seed + 42);
+	double		t0 = now_seconds();
+	int			i;
+
+	probe_side_build(t);
+	fprintf(stderr, "  probe experiments (1 thread, uniform); side fingerprints built in %.3f s\n",
+			now_seconds() - t0);
+	for (i = 0; i < (int) lengthof(pos); i++)
+		run_phase(t, workers, 1, pos[i], ps, opt.ops, "uniform", NULL);
+	for (i = 0; i < (int) lengthof(neg); i++)
+		run_phase(t, workers, 1, neg[i], ns, opt.ops, "uniform", NULL);
+	exp_quarters_over = probe_side.q_over;
+	exp_quarters = (uint64) t->primaries * 4;
+	probe_side_free();
+	free(ps);
+	free(ns);
+}
+
+/*
+ * Everything for one thread count: load a fresh table through the write
+ * path, search it (positive, negative; each distribution), delete from it.
+ */
+static void
+run_suite(int nthreads)
+{
+	Table	   *t = table_create(opt.entries);
+	Worker	   *workers = pg_malloc(sizeof(Worker) * nthreads);
+	uint8	   *deleted = pg_malloc0(opt.entries);
+	uint64		n = opt.entries;
+	uint64		ndeleted = 0;
+	double		t0;
+	int			d;
+	int			i;
+
+	for (i = 0; i < nthreads; i++)
+		worker_init(&workers[i], t, i);
+	fprintf(stderr, "%d thread(s): pool %s (%s)\n", nthreads, opt.dir,
+			t->is_pmem ? "CPU flushes" : "msync");
+
+	run_phase(t, workers, nthreads, OP_INSERT, NULL, n, "-", NULL);
+	check_count(t, n, "after the load");
+	if (nthreads == opt.threads[0])
+		note_shape(t, n);
+	if (opt.verify)
+		verify_all(&workers[0], n, NULL);
+
+	for (d = 0; d < 2; d++)
+	{
+		bool		zipf = d == 1;
+		const char *dist = zipf ? "zipf" : "uniform";
+		uint32	   *s;
+
+		if (!(zipf ? opt.zipf : opt.uniform))
+			continue;
+		s = make_stream(opt.ops, 0, n, zipf, opt.seed + 11 + d);
+		run_phase(t, workers, nthreads, OP_SEARCH_POS, s, opt.ops, dist, NULL);
+		free(s);
+		s = make_stream(opt.ops, n, n, zipf, opt.seed + 21 + d);
+		run_phase(t, workers, nthreads, OP_SEARCH_NEG, s, opt.ops, dist, NULL);
+		free(s);
+	}
+
+	if (opt.experiments && nthreads == opt.threads[0])
+		run_experiments(t, workers);
+
+	t0 = now_seconds();
+	vacuum_begin(&workers[0]);
+	fprintf(stderr, "  clearing released backup-log copies before deletes: %.3f s\n",
+			now_seconds() - t0);
+	for (d = 0; d < 2; d++)
+	{
+		bool		zipf = d == 1;
+		uint32	   *s;
+		Result	   *r;
+
+		if (!(zipf ? opt.zipf : opt.uniform))
+			continue;
+		/* uniform deletes draw from the first half, Zipf from the second */
+		s = make_stream(opt.del_ops, zipf ? n / 2 : 0, zipf ? n - n / 2 : n / 2,
+						zipf, opt.seed + 31 + d);
+		r = run_phase(t, workers, nthreads, OP_DELETE, s, opt.del_ops,
+					  zipf ? "zipf" : "uniform", deleted);
+		ndeleted += r->hits;
+		free(s);
+	}
+	check_count(t, n - ndeleted, "after the deletes");
+	if (opt.verify)
+		verify_all(&workers[0], n, deleted);
+
+	free(deleted);
+	free(workers);
+	table_destroy(t);
+
+	if (opt.direct)
+	{
+		t = table_create(opt.entries);
+		workers = pg_malloc(sizeof(Worker) * nthreads);
+		for (i = 0; i < nthreads; i++)
+			worker_init(&workers[i], t, i);
+		run_phase(t, workers, nthreads, OP_INSERT_DIRECT, NULL, n, "-", NULL);
+		check_count(t, n, "after the direct load");
+		if (opt.verify)
+			verify_all(&workers[0], n, NULL);
+		free(workers);
+		table_destroy(t);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * Report
+ * ---------------------------------------------------------------------
+ */
+
+/* the first line of /proc/cpuinfo's "model name", or "?" */
+static void
+cpu_model(char *buf, size_t len)
+{
+	FILE	   *f = fopen("/proc/cpuinfo", "r");
+	char		line[512];
+
+	snprintf(buf, len, "?");
+	if (f == NULL)
+		return;
+	while (fgets(line, sizeof(line), f))
+	{
+		char	   *c = strchr(line, ':');
+
+		if (strncmp(line, "model name", 10) == 0 && c != NULL)
+		{
+			c++;
+			while (*c == ' ' || *c == '\t')
+				c++;
+			c[strcspn(c, "\n")] = '\0';
+			snprintf(buf, len, "%s", c);
+			break;
+		}
+	}
+	fclose(f);
+}
+
+/* "0.62x" in a static buffer */
+static const char *
+psprintf_ratio(double x)
+{
+	static char buf[32];
+
+	snprintf(buf, sizeof(buf), "%.2fx", x);
+	return buf;
+}
+
+/* "1.23x" of a over b, or "" */
+static const char *
+ratio(double a, double b, char *buf, size_t len)
+{
+	if (b <= 0)
+		return "";
+	snprintf(buf, len, "%.2fx", a / b);
+	return buf;
+}
+
+/* the best (highest Mops/s) result of one kind at 1 thread, or NULL */
+static const Result *
+find_result(BenchOp op, const char *dist, int threads)
+{
+	const Result *best = NULL;
+	int			i;
+
+	for (i = 0; i < nresults; i++)
+	{
+		const Result *r = &results[i];
+
+		if (r->op == op && r->threads == threads && strcmp(r->dist, dist) == 0 &&
+			(best == NULL || r->mops > best->mops))
+			best = r;
+	}
+	return best;
+}
+
+/* the table of the probe experiments, relative to their baseline run */
+static void
+report_experiments(void)
+{
+	const Result *bpos = NULL;
+	const Result *bneg = NULL;
+	int			i;
+
+	for (i = 0; i < nresults; i++)
+	{
+		if (results[i].op == OP_EXP_BASE_POS)
+			bpos = &results[i];
+		if (results[i].op == OP_EXP_BASE_NEG)
+			bneg = &results[i];
+	}
+	if (bpos == NULL && bneg == NULL)
+		return;
+	printf("\nProbe experiments (1 thread, uniform keys, on the table loaded above; lookups that src/ does not have, measured to weigh ideas for the probe cost; the baseline is pmh_lookup as in src/, run again here):\n\n");
+	printf("| lookup | Mops/s | Mops / CPU-s | CPU time vs baseline | pool reads / lookup | lookups reading PMem | shared memory per slot |\n");
+	printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+	for (i = 0; i < nresults; i++)
+	{
+		const Result *r = &results[i];
+		const Result *b;
+		const char *mem;
+
+		if (!OP_IS_EXPERIMENT(r->op))
+			continue;
+		b = OP_IS_POSITIVE(r->op) ? bpos : bneg;
+		switch (r->op)
+		{
+			case OP_EXP_FP16_POS:
+			case OP_EXP_FP16_NEG:
+				mem = "+1 B (16-bit fingerprint)";
+				break;
+			case OP_EXP_G4FP16_POS:
+			case OP_EXP_G4FP16_NEG:
+				mem = "+1.1 B";
+				break;
+			case OP_EXP_GROUP4_POS:
+			case OP_EXP_GROUP4_NEG:
+				mem = "+0.1 B (3 more D-buckets per segment)";
+				break;
+			default:
+				mem = "same";
+				break;
+		}
+		printf("| %s | %.2f | %.2f | %s | %.2f | %.1f %% | %s |\n",
+			   op_names[r->op], r->mops, r->mops_cpu,
+			   b && r->mops_cpu > 0 ? psprintf_ratio(b->mops_cpu / r->mops_cpu) : "",
+			   r->reads_per_op, 100.0 * r->frac_reading, mem);
+	}
+	if (exp_quarters > 0)
+		printf("\n(1/4 segment: %llu of %llu simulated quarters hold more than 256 entries; a real design would have split them.)\n",
+			   (unsigned long long) exp_quarters_over,
+			   (unsigned long long) exp_quarters);
+}
+
+/* print the markdown report, and the TSV file if asked */
+static void
+report(int is_pmem)
+{
+	char		cpu[256];
+	char		date[64];
+	char		b1[32];
+	char		b2[32];
+	struct utsname un;
+	time_t		now = time(NULL);
+	const Result *r;
+	int			i;
+
+	cpu_model(cpu, sizeof(cpu));
+	strftime(date, sizeof(date), "%Y-%m-%d %H:%M", localtime(&now));
+	if (uname(&un) != 0)
+		snprintf(un.machine, sizeof(un.machine), "?");
+
+	printf("## pmhash core benchmark (pmh_bench)\n\n");
+	printf("- date: %s; machine: %s, %ld CPUs, %s\n", date, cpu,
+		   sysconf(_SC_NPROCESSORS_ONLN), un.machine);
+	printf("- pool: %s, %s\n", opt.dir,
+		   is_pmem ? "emulated PMem (PMEM_IS_PMEM_FORCE=1: CPU cache flushes + fence; not durable)" :
+		   "ordinary file (msync per persist)");
+	printf("- %llu keys loaded; %llu operations per search phase, %llu per delete phase; Zipf theta %.2f (scrambled)\n",
+		   (unsigned long long) opt.entries, (unsigned long long) opt.ops,
+		   (unsigned long long) opt.del_ops, opt.theta);
+	if (opt.media_lines > 0)
+		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
+			   opt.media_lines);
+	if (load_shape.valid)
+		printf("- after the load (%d thread(s)): %u primary segments, %u overflow, %u log segments, global depth %d, %llu splits, load factor %.2f, pool %.1f B/entry, volatile metadata %.1f B/entry (this driver's PmhSegMeta; the server's is smaller)\n",
+			   opt.threads[0], load_shape.primaries, load_shape.overflows,
+			   load_shape.log_segments, load_shape.gd,
+			   (unsigned long long) load_shape.splits, load_shape.load_factor,
+			   load_shape.pool_bytes_per_entry, load_shape.meta_bytes_per_entry);
+	printf("\n| threads | operation | keys | ops | Mops/s | Mops / CPU-s | vs Dash | vs CCEH | media WA | fences / op | pool reads / op | ops reading PMem | hits |\n");
+	printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
+	for (i = 0; i < nresults; i++)
+	{
+		double		dash = 0;
+		double		cceh = 0;
+		char		wa[32] = "";
+		char		rd[32] = "";
+		char		fr[32] = "";
+
+		r = &results[i];
+		if (OP_IS_EXPERIMENT(r->op))
+			continue;
+		if (r->op == OP_INSERT || r->op == OP_INSERT_DIRECT)
+		{
+			dash = REF_DASH_INSERT;
+			cceh = REF_CCEH_INSERT;
+		}
+		else if (r->op == OP_SEARCH_POS)
+		{
+			dash = REF_DASH_POS;
+			cceh = REF_CCEH_POS;
+		}
+		else if (r->op == OP_SEARCH_NEG)
+			dash = REF_DASH_NEG;
+		if (r->wa >= 0)
+			snprintf(wa, sizeof(wa), "%.2f", r->wa);
+		if (r->op == OP_SEARCH_POS || r->op == OP_SEARCH_NEG || r->op == OP_DELETE)
+		{
+			snprintf(rd, sizeof(rd), "%.2f", r->reads_per_op);
+			if (r->op != OP_DELETE)
+				snprintf(fr, sizeof(fr), "%.1f %%", 100.0 * r->frac_reading);
+		}
+		printf("| %d | %s | %s | %llu | %.2f | %.2f | %s | %s | %s | %.3f | %s | %s | %.1f %% |\n",
+			   r->threads, op_names[r->op], r->dist, (unsigned long long) r->ops,
+			   r->mops, r->mops_cpu, ratio(r->mops, dash, b1, sizeof(b1)),
+			   ratio(r->mops, cceh, b2, sizeof(b2)), wa, r->fences_per_op, rd, fr,
+			   100.0 * r->hits / Max(r->ops, 1));
+	}
+	printf("\nReference (issue 5; 1 thread, /dev/shm, forced pmem): Dash insert %.2f, positive search %.2f, negative search %.1f Mops/s; CCEH insert %.2f, positive search %.2f Mops/s.\n\n",
+		   REF_DASH_INSERT, REF_DASH_POS, REF_DASH_NEG, REF_CCEH_INSERT,
+		   REF_CCEH_POS);
+
+	printf("| target (1 thread, uniform) | wanted | measured | |\n| --- | --- | --- | --- |\n");
+	if ((r = find_result(OP_INSERT, "-", 1)) != NULL)
+		printf("| insert >= 3 x Dash | >= %.2f Mops/s | %.2f Mops/s | %s |\n",
+			   3 * REF_DASH_INSERT, r->mops,
+			   r->mops >= 3 * REF_DASH_INSERT ? "met" : "missed");
+	if ((r = find_result(OP_SEARCH_POS, "uniform", 1)) != NULL)
+		printf("| positive search >= 1.2 x CCEH | >= %.2f Mops/s | %.2f Mops/s | %s |\n",
+			   1.2 * REF_CCEH_POS, r->mops,
+			   r->mops >= 1.2 * REF_CCEH_POS ? "met" : "missed");
+	if ((r = find_result(OP_SEARCH_NEG, "uniform", 1)) != NULL)
+		printf("| negative search probing PMem | <= 10 %% of lookups | %.1f %% | %s |\n",
+			   100.0 * r->frac_reading, r->frac_reading <= 0.10 ? "met" : "missed");
+	report_experiments();
+	printf("\nwrong answers: %llu\n", (unsigned long long) bench_errors);
+
+	if (opt.tsv)
+	{
+		FILE	   *f = fopen(opt.tsv, "w");
+
+		if (f == NULL)
+			die("could not write %s: %m", opt.tsv);
+		fprintf(f, "threads\top\tdist\tops\tsecs\tmops\tmops_cpu\twa\tfences_per_op\treads_per_op\tfrac_reading\thits\terrors\n");
+		for (i = 0; i < nresults; i++)
+		{
+			r = &results[i];
+			fprintf(f, "%d\t%s\t%s\t%llu\t%.4f\t%.4f\t%.4f\t%.3f\t%.4f\t%.4f\t%.4f\t%llu\t%llu\n",
+					r->threads, op_names[r->op], r->dist,
+					(unsigned long long) r->ops, r->secs, r->mops, r->mops_cpu, r->wa,
+					r->fences_per_op, r->reads_per_op, r->frac_reading,
+					(unsigned long long) r->hits, (unsigned long long) r->errors);
+		}
+		fclose(f);
+	}
+}
+
+/* ---------------------------------------------------------------------
+ * main
+ * ---------------------------------------------------------------------
+ */
+
+static void
+usage(void)
+{
+	printf("Usage: pmh_bench [options]\n"
+		   "  --entries N       keys to load (default 10000000)\n"
+		   "  --quick           1000000 keys\n"
+		   "  --ops N           operations per search phase (default: --entries,\n"
+		   "                    at most 2000000)\n"
+		   "  --del-ops N       operations per delete phase (default: --entries / 4,\n"
+		   "                    at most 1000000)\n"
+		   "  --threads LIST    thread counts, e.g. 1,2,4 (default 1,2)\n"
+		   "  --dist LIST       uniform,zipf (default both)\n"
+		   "  --theta X         Zipf parameter (default 0.99)\n"
+		   "  --dir DIR         directory of the pool file (default /dev/shm)\n"
+		   "  --msync           ordinary-file mode: PMEM_IS_PMEM_FORCE=0, msync per persist\n"
+		   "                    (default: PMEM_IS_PMEM_FORCE=1, CPU cache flushes)\n"
+		   "  --media-lines N   lines of the media buffer model (default 64; 0: off)\n"
+		   "  --no-direct       skip the insert-direct runs\n"
+		   "  --no-experiments  skip the probe experiments (alternative lookups that\n"
+		   "                    src/ does not have, on the loaded table, 1st thread count)\n"
+		   "  --verify          look every key up after the load and the deletes\n"
+		   "  --tsv FILE        also write the results as tab-separated values\n"
+		   "  --seed N          workload seed\n"
+		   "  --pool-factor X   pool segments reserved per 1024 keys (default 3)\n"
+		   "Exit status: 0, or 1 if any answer was wrong, 2 on errors.\n");
+}
+
+/* parse a comma-separated list of thread counts */
+static void
+parse_threads(const char *s)
+{
+	char	   *copy = pg_strdup(s);
+	char	   *tok;
+	char	   *save;
+
+	opt.nthreads = 0;
+	for (tok = strtok_r(copy, ",", &save); tok; tok = strtok_r(NULL, ",", &save))
+	{
+		int			n = atoi(tok);
+
+		if (n < 1 || n > BENCH_MAX_THREADS || opt.nthreads == lengthof(opt.threads))
+			die("bad --threads list: %s", s);
+		opt.threads[opt.nthreads++] = n;
+	}
+	if (opt.nthreads == 0)
+		die("bad --threads list: %s", s);
+	free(copy);
+}
+
+int
+main(int argc, char **argv)
+{
+	static const struct option longopts[] = {
+		{"entries", required_argument, NULL, 'n'},
+		{"quick", no_argument, NULL, 'q'},
+		{"ops", required_argument, NULL, 'o'},
+		{"del-ops", required_argument, NULL, 'D'},
+		{"threads", required_argument, NULL, 't'},
+		{"dist", required_argument, NULL, 'd'},
+		{"theta", required_argument, NULL, 'z'},
+		{"dir", required_argument, NULL, 'p'},
+		{"msync", no_argument, NULL, 'm'},
+		{"media-lines", required_argument, NULL, 'M'},
+		{"no-direct", no_argument, NULL, 'x'},
+		{"no-experiments", no_argument, NULL, 'X'},
+		{"verify", no_argument, NULL, 'v'},
+		{"tsv", required_argument, NULL, 'T'},
+		{"seed", required_argument, NULL, 's'},
+		{"pool-factor", required_argument, NULL, 'f'},
+		{"help", no_argument, NULL, 'h'},
+		{NULL, 0, NULL, 0}
+	};
+	int			c;
+	int			i;
+	int			is_pmem = 0;
+
+	while ((c = getopt_long(argc, argv, "h", longopts, NULL)) != -1)
+	{
+		switch (c)
+		{
+			case 'n':
+				opt.entries = strtoull(optarg, NULL, 10);
+				break;
+			case 'q':
+				opt.entries = 1000000;
+				break;
+			case 'o':
+				opt.ops = strtoull(optarg, NULL, 10);
+				break;
+			case 'D':
+				opt.del_ops = strtoull(optarg, NULL, 10);
+				break;
+			case 't':
+				parse_threads(optarg);
+				break;
+			case 'd':
+				opt.uniform = strstr(optarg, "uniform") != NULL;
+				opt.zipf = strstr(optarg, "zipf") != NULL;
+				if (!opt.uniform && !opt.zipf)
+					die("bad --dist: %s", optarg);
+				break;
+			case 'z':
+				opt.theta = atof(optarg);
+				if (opt.theta <= 0 || opt.theta >= 1)
+					die("--theta must be in (0, 1)");
+				break;
+			case 'p':
+				opt.dir = optarg;
+				break;
+			case 'm':
+				opt.msync = true;
+				break;
+			case 'M':
+				opt.media_lines = atoi(optarg);
+				if (opt.media_lines < 0 || opt.media_lines > PMH_MEDIA_MAX_LINES)
+					die("--media-lines must be 0 to %d", PMH_MEDIA_MAX_LINES);
+				break;
+			case 'x':
+				opt.direct = false;
+				break;
+			case 'X':
+				opt.experiments = false;
+				break;
+			case 'v':
+				opt.verify = true;
+				break;
+			case 'T':
+				opt.tsv = optarg;
+				break;
+			case 's':
+				opt.seed = strtoull(optarg, NULL, 0);
+				break;
+			case 'f':
+				opt.pool_factor = atof(optarg);
+				if (opt.pool_factor < 1.5)
+					die("--pool-factor must be at least 1.5");
+				break;
+			case 'h':
+				usage();
+				return 0;
+			default:
+				usage();
+				return 2;
+		}
+	}
+	if (optind < argc)
+		die("unexpected argument: %s", argv[optind]);
+	if (opt.entries < 1024 || opt.entries > UINT32_MAX / 2)
+		die("--entries must be between 1024 and %u", UINT32_MAX / 2);
+	if (opt.ops == 0)
+		opt.ops = Min(opt.entries, 2000000);
+	if (opt.del_ops == 0)
+		opt.del_ops = Max(Min(opt.entries / 4, 1000000), 1);
+
+	/* libpmem reads this once, at its first is_pmem query */
+	setenv("PMEM_IS_PMEM_FORCE", opt.msync ? "0" : "1", 1);
+
+	for (i = 0; i < opt.nthreads; i++)
+	{
+		Table	   *probe;
+
+		if (i == 0)
+		{
+			probe = table_create(1024);
+			is_pmem = probe->is_pmem;
+			table_destroy(probe);
+		}
+		run_suite(opt.threads[i]);
+	}
+	report(is_pmem);
+	return bench_errors > 0 ? 1 : 0;
+}

@@ -1,0 +1,606 @@
+#!/usr/bin/env bash
+# test/bench/sql_bench.sh -- pmhash, btree and hash side by side inside
+# PostgreSQL: one throwaway cluster, one run, the same data for all three.
+#
+#   1. build + tmp_install (test/lib.sh; as root, a copy of the tree runs as
+#      "postgres" and the results are copied back)
+#   2. a throwaway cluster (pmh_cluster_start), pools in the chosen mode
+#   3. data: $ROWS rows (k int8 = 1..ROWS in random order, md5 payload),
+#      three identical tables t_pmhash, t_btree, t_hash; probe keys:
+#      $PROBES each of positive uniform, positive Zipf($THETA), negative
+#      uniform, negative Zipf (Zipf ranks scrambled over the keys)
+#   4. CREATE INDEX on each table, best of $REPEAT (DROP + CHECKPOINT +
+#      CREATE); bytes per entry: pg_relation_size, for pmhash
+#      pmhash_stats().pool_bytes + shmem_bytes
+#   5. probe cost: a nested-loop join of each probe table with each indexed
+#      table (seqscan, hash/merge join, bitmap scan, memoize, material off;
+#      the plan is checked to be an Index Scan using that index), warmed up
+#      once (the answers must agree), then best of $REPEAT EXPLAIN (ANALYZE,
+#      TIMING OFF), the three methods interleaved; with the positive
+#      uniform keys also the floor: the same rows fetched by TID (a Tid Scan
+#      as the inner side, i.e. a perfect index), so that "index part" =
+#      probe cost - floor
+#   6. insert upkeep: INSERT ... SELECT of the $ROWS rows into an empty
+#      table with the index minus the same without an index; the same with
+#      COPY FROM a file; best of $REPEAT each, interleaved
+#   7. VACUUM: a fresh copy with the index, VACUUM, DELETE 10 % (50 %) of
+#      the rows spread over the table, then VACUUM (INDEX_CLEANUP ON)
+#      timed; index part = that minus the same without an index
+#   8. pgbench scripts from test/bench/pgbench/ (select-only by key,
+#      single-row insert, 50/50 mixed, YCSB-A-like update mix) at each of
+#      $CLIENTS clients, $PGB_TIME seconds each, -M prepared, on the three
+#      tables in turn (renamed to "pgb"); VACUUM after each write script;
+#      synchronous_commit = off unless PMHASH_BENCH_SYNC_COMMIT=on (else the
+#      WAL flush at every commit, the same for all three, hides the index;
+#      pmhash still persists its backup log before each commit record)
+#   9. report: sql.md (markdown: absolute numbers, ratios to btree and hash,
+#      the issue's targets), sql.tsv (one row per number), PNG plots
+#      (gnuplot), all in test/bench/results/<date>/ (or $PMHASH_BENCH_OUT)
+#
+# Numbers are measurements, never assertions: the exit status is 0 unless
+# a step failed or the access methods disagreed on an answer.
+#
+# Knobs: PMHASH_BENCH_ROWS (1000000), PMHASH_BENCH_PROBES (1000000),
+#        PMHASH_BENCH_REPEAT (3), PMHASH_BENCH_THETA (0.99),
+#        PMHASH_BENCH_PGBENCH_TIME (5 seconds per run; 0 skips pgbench),
+#        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT (off),
+#        PMHASH_BENCH_SHARED_BUFFERS (1GB),
+#        PMHASH_BENCH_MODE ("emulated": pools on /dev/shm with
+#        PMEM_IS_PMEM_FORCE=1; "file": pools in the data directory, msync),
+#        PMHASH_BENCH_SKIP ("vacuum,pgbench,..." steps to skip: build,
+#        probe, upkeep, vacuum, pgbench), PMHASH_BENCH_OUT (results
+#        directory), PMHASH_BENCH_SKIP_BUILD=1 (reuse tmp_install),
+#        PMHASH_BENCH_KEEP=1 (keep the cluster directory), PMHASH_BENCH_CONF
+#        (extra postgresql.conf lines), PG_CONFIG.
+
+set -uo pipefail
+
+HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
+# shellcheck source=test/lib.sh
+. "$HERE/../lib.sh"
+# shellcheck source=test/bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
+
+PMH_COPY_BACK_PATHS="test/bench/results"
+pmh_drop_root test/bench/sql_bench.sh "$@" # exits if we are root
+
+pmh_init_pg_paths
+cd "$PMH_ROOT" || exit 2
+
+ROWS=${PMHASH_BENCH_ROWS:-1000000}
+PROBES=${PMHASH_BENCH_PROBES:-1000000}
+REPEAT=${PMHASH_BENCH_REPEAT:-3}
+THETA=${PMHASH_BENCH_THETA:-0.99}
+PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-5}
+CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2 8}
+SYNC_COMMIT=${PMHASH_BENCH_SYNC_COMMIT:-off}
+SHARED_BUFFERS=${PMHASH_BENCH_SHARED_BUFFERS:-1GB}
+MODE=${PMHASH_BENCH_MODE:-emulated}
+SKIP=",${PMHASH_BENCH_SKIP:-},"
+skip() { [[ "$SKIP" == *",$1,"* ]]; }
+
+LOGDIR=$PMH_CHECK/bench
+mkdir -p "$LOGDIR"
+OUT=$(bench_out_dir)
+TSV=$OUT/sql.tsv
+MD=$OUT/sql.md
+STATUS=0
+T_START=$(pmh_now)
+LOAD_BEFORE=$(bench_load)
+
+# ------------------------------------------------------ build + cluster ---
+
+pmh_cluster_build "$LOGDIR" "${PMHASH_BENCH_SKIP_BUILD:-}"
+[ "$PMH_CL_HAVE_PMHASH" = 1 ] || pmh_die "pmhash did not build: nothing to compare"
+
+PMH_CL_KEEP=${PMHASH_BENCH_KEEP:-}
+on_signal() {
+	trap '' INT TERM
+	echo "interrupted" >&2
+	exit 130
+}
+trap pmh_cluster_stop EXIT
+trap on_signal INT TERM
+# shared memory of pmhash: ~3 B per entry, for up to 6 indexes of $ROWS
+SHMEM_MB=$((64 + ROWS * 18 / 1048576))
+pmh_cluster_start pmhbench "$MODE" "$LOGDIR" "shared_buffers = '$SHARED_BUFFERS'
+maintenance_work_mem = '256MB'
+max_wal_size = '8GB'
+checkpoint_timeout = '30min'
+pmhash.shared_memory = '${SHMEM_MB}MB'
+${PMHASH_BENCH_CONF:-}"
+
+sql() { "${PMH_CL_PSQL[@]}" -d bench "$@"; }
+"${PMH_CL_PSQL[@]}" -d postgres -c 'CREATE DATABASE bench' || pmh_die "CREATE DATABASE failed"
+sql -c 'CREATE EXTENSION pmhash' || pmh_die "CREATE EXTENSION pmhash failed"
+
+AMS=(pmhash btree hash)
+: >"$TSV"
+printf 'metric\tam\tvalue\tunit\n' >>"$TSV"
+declare -A V # V[metric|am] = value
+
+# record METRIC AM VALUE UNIT
+record() {
+	V["$1|$2"]=$3
+	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$TSV"
+}
+
+# val METRIC AM: a recorded number, or empty
+val() { printf '%s' "${V["$1|$2"]:-}"; }
+
+# timed_sql SQL...: run the statements in one session after a CHECKPOINT;
+# prints the milliseconds the last statement took
+timed_sql() {
+	local out
+	out=$(sql 2>&1 <<EOF
+CHECKPOINT;
+SELECT clock_timestamp() AS t0 \gset
+$*;
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1);
+EOF
+	) || {
+		pmh_err "SQL failed: $out"
+		return 1
+	}
+	tail -n 1 <<<"$out"
+}
+
+# min A B: the smaller (empty counts as infinity)
+min() {
+	if [ -z "$1" ]; then echo "$2"; elif [ -z "$2" ]; then echo "$1"; else
+		awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'
+	fi
+}
+
+# ----------------------------------------------------------------- data ---
+
+pmh_head "data: 3 x $ROWS rows; probe keys: 4 x $PROBES"
+t0=$(pmh_now)
+sql -v rows="$ROWS" -v probes="$PROBES" -v theta="$THETA" <<'EOF' || pmh_die "loading data failed"
+SELECT setseed(0.42);
+CREATE TABLE src AS
+  SELECT g::int8 AS k, md5(g::text) AS payload
+  FROM generate_series(1, :rows) g ORDER BY random();
+CREATE TABLE t_pmhash AS TABLE src;
+CREATE TABLE t_btree AS TABLE src;
+CREATE TABLE t_hash AS TABLE src;
+DROP TABLE src;
+
+-- Zipf(theta) ranks (Gray et al., as YCSB), scrambled over the keys by a
+-- multiplicative bijection modulo :rows
+SELECT sum(power(i::float8, -:theta)) AS zetan FROM generate_series(1, :rows) i \gset
+SELECT 1 + power(0.5, :theta) AS half, 1.0 / (1.0 - :theta) AS alpha,
+       (1 - power(2.0 / :rows, 1 - :theta)) / (1 - (1 + power(2.0, -:theta)) / :zetan) AS eta \gset
+-- (psql does not interpolate inside quoted strings: no SQL function here)
+CREATE TABLE zipf_ranks AS
+  SELECT CASE WHEN u * :zetan < 1 THEN 0
+              WHEN u * :zetan < :half THEN 1
+              ELSE least(floor(:rows * power(:eta * u - :eta + 1, :alpha))::int8, :rows - 1)
+         END AS r
+  FROM (SELECT random() AS u FROM generate_series(1, 2 * :probes)) s;
+CREATE TABLE p_pos_uniform AS
+  SELECT (1 + floor(random() * :rows))::int8 AS k FROM generate_series(1, :probes);
+CREATE TABLE p_pos_zipf AS
+  SELECT 1 + (r * 2654435761) % :rows AS k FROM zipf_ranks LIMIT :probes;
+CREATE TABLE p_neg_uniform AS
+  SELECT (:rows + 1 + floor(random() * :rows))::int8 AS k FROM generate_series(1, :probes);
+CREATE TABLE p_neg_zipf AS
+  SELECT :rows + 1 + (r * 2654435761) % :rows AS k FROM zipf_ranks OFFSET :probes;
+DROP TABLE zipf_ranks;
+-- the floor of probe cost: the same rows fetched by TID (a perfect index)
+CREATE TABLE p_floor AS
+  SELECT t.ctid AS tid
+  FROM (SELECT row_number() OVER () AS ord, k FROM p_pos_uniform) p JOIN t_btree t ON t.k = p.k
+  ORDER BY p.ord;
+VACUUM (ANALYZE) t_pmhash, t_btree, t_hash, p_pos_uniform, p_pos_zipf, p_neg_uniform, p_neg_zipf, p_floor;
+CHECKPOINT;
+EOF
+ZIPF_TOP=$(sql -c "SELECT round(100.0 * max(c) / $PROBES, 1) || ' % of the Zipf probes hit the hottest key, ' || count(*) || ' distinct keys'
+	FROM (SELECT count(*) AS c FROM p_pos_zipf GROUP BY k) s")
+pmh_say "loaded in $(pmh_elapsed "$t0")s; heap $(sql -c "SELECT pg_size_pretty(pg_table_size('t_btree'))") per table; Zipf: $ZIPF_TOP"
+
+# ------------------------------------------------------- CREATE INDEX ---
+
+for r in $(seq 1 "$REPEAT"); do
+	for am in "${AMS[@]}"; do
+		sql -c "DROP INDEX IF EXISTS idx_$am" >/dev/null
+		ms=$(timed_sql "CREATE INDEX idx_$am ON t_$am USING $am (k)") || {
+			STATUS=1
+			continue
+		}
+		pmh_say "CREATE INDEX USING $am, run $r: $ms ms"
+		V["build|$am"]=$(min "${V["build|$am"]:-}" "$ms")
+	done
+done
+pmh_head "CREATE INDEX (best of $REPEAT) and size"
+for am in "${AMS[@]}"; do
+	record build_ms "$am" "${V["build|$am"]:-}" ms
+	if [ "$am" = pmhash ]; then
+		IFS='|' read -r pool shm n lf <<<"$(sql -c "SELECT pool_bytes, shmem_bytes, entries, round(load_factor::numeric, 2) FROM pmhash_stats('idx_pmhash')")"
+		record pool_bytes_per_entry pmhash "$(awk -v a="$pool" -v n="$n" 'BEGIN { printf "%.2f", a / n }')" B
+		record shmem_bytes_per_entry pmhash "$(awk -v a="$shm" -v n="$n" 'BEGIN { printf "%.2f", a / n }')" B
+		record load_factor pmhash "$lf" ""
+		bytes=$((pool + shm))
+	else
+		bytes=$(sql -c "SELECT pg_relation_size('idx_$am')")
+	fi
+	record bytes_per_entry "$am" "$(awk -v a="$bytes" -v n="$ROWS" 'BEGIN { printf "%.2f", a / n }')" B
+	pmh_say "$am: ${V["build|$am"]:-?} ms, ${V["bytes_per_entry|$am"]} B/entry"
+done
+sql -c 'CHECKPOINT' >/dev/null
+
+# ---------------------------------------------------------- probe cost ---
+
+SETTINGS="SET enable_seqscan = off; SET enable_hashjoin = off; SET enable_mergejoin = off;
+SET enable_bitmapscan = off; SET enable_memoize = off; SET enable_material = off;
+SET enable_indexonlyscan = off;"
+WORKLOADS=(pos_uniform pos_zipf neg_uniform neg_zipf)
+join_query() {
+	if [ "$2" = tid ]; then
+		echo "SELECT count(*), sum(length(t.payload)) FROM p_floor p JOIN t_btree t ON t.ctid = p.tid"
+	else
+		echo "SELECT count(*), sum(length(t.payload)) FROM p_$1 p JOIN t_$2 t ON t.k = p.k"
+	fi
+}
+# probe_run WORKLOAD AM: one timed run; prints the execution time (ms) and
+# the CPU time the backend used (ms, from /proc: clock ticks), which a busy
+# machine distorts less than the wall clock
+probe_run() {
+	local out tick
+	tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+	out=$(sql 2>&1 <<EOF
+SELECT pg_backend_pid() AS pid \gset
+\setenv PMH_BACKEND_PID :pid
+$SETTINGS
+\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
+EXPLAIN (ANALYZE, TIMING OFF) $(join_query "$1" "$2");
+\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
+EOF
+	) || return 0
+	awk -v tick="$tick" '
+		/^cpu / { c[n++] = $2 }
+		/^Execution Time: / { ms = $3 }
+		END {
+			if (ms == "") exit
+			if (n == 2) printf "%s %.0f\n", ms, (c[1] - c[0]) * 1000 / tick
+			else printf "%s\n", ms
+		}' <<<"$out"
+}
+
+plan_ok() {
+	grep -q "Nested Loop" <<<"$3" || return 1
+	if [ "$2" = tid ]; then
+		grep -q "Tid Scan on t_btree" <<<"$3"
+	else
+		grep -q "Index Scan using idx_$2 on t_$2" <<<"$3"
+	fi
+}
+
+if ! skip probe; then
+	for w in "${WORKLOADS[@]}"; do
+		pmh_head "probe: nested loop, $PROBES lookups ($w)"
+		ref=''
+		ams=("${AMS[@]}")
+		[ "$w" = pos_uniform ] && ams+=(tid)
+		for am in "${ams[@]}"; do
+			plan=$(sql -c "$SETTINGS" -c "EXPLAIN (COSTS OFF) $(join_query "$w" "$am")" 2>&1)
+			if ! plan_ok "$w" "$am" "$plan"; then
+				pmh_err "the plan for $w via $am is not a nested loop over idx_$am:"
+				echo "$plan" | sed 's/^/    /'
+				STATUS=1
+				continue
+			fi
+			# warm-up, and the answers must agree
+			ans=$(sql -c "$SETTINGS" -c "$(join_query "$w" "$am")" 2>&1) || {
+				pmh_err "join via $am failed: $ans"
+				STATUS=1
+				continue
+			}
+			pmh_say "$am: plan ok, answer $ans"
+			pmh_agree ref "$ans" "$w via $am" || STATUS=1
+		done
+		for r in $(seq 1 "$REPEAT"); do
+			for am in "${ams[@]}"; do
+				read -r ms cpu < <(probe_run "$w" "$am")
+				[ -n "$ms" ] || continue
+				printf '    %-7s run %d: %s ms (backend CPU %s ms)\n' "$am" "$r" "$ms" "${cpu:-?}"
+				V["probe_$w|$am"]=$(min "${V["probe_$w|$am"]:-}" "$ms")
+				[ -n "$cpu" ] && V["probecpu_$w|$am"]=$(min "${V["probecpu_$w|$am"]:-}" "$cpu")
+			done
+		done
+		for am in "${ams[@]}"; do
+			for k in probe probecpu; do
+				ms=${V["${k}_$w|$am"]:-}
+				[ -n "$ms" ] || continue
+				record "${k}_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
+			done
+		done
+	done
+	for k in probe probecpu; do
+		floor=$(val "${k}_pos_uniform_ns" tid)
+		for am in "${AMS[@]}"; do
+			p=$(val "${k}_pos_uniform_ns" "$am")
+			[ -n "$p" ] && [ -n "$floor" ] || continue
+			record "${k}_pos_uniform_index_ns" "$am" $((p - floor)) ns
+		done
+	done
+fi
+
+# ------------------------------------------------------- insert upkeep ---
+
+if ! skip upkeep; then
+	COPY_FILE=$PMH_CL_DIR/rows.copy
+	sql -c "COPY t_btree TO '$COPY_FILE'" || pmh_die "COPY TO failed"
+	for how in insert copy; do
+		pmh_head "insert upkeep ($how): $ROWS rows into an empty table, best of $REPEAT"
+		if [ "$how" = insert ]; then
+			stmt="INSERT INTO ins SELECT k, payload FROM t_btree"
+		else
+			stmt="COPY ins FROM '$COPY_FILE'"
+		fi
+		for r in $(seq 1 "$REPEAT"); do
+			for am in none "${AMS[@]}"; do
+				idx=''
+				[ "$am" = none ] || idx="CREATE INDEX ins_k ON ins USING $am (k);"
+				sql -c "DROP TABLE IF EXISTS ins" -c "CREATE TABLE ins (k int8, payload text)" ${idx:+-c "$idx"} >/dev/null ||
+					{
+						STATUS=1
+						continue
+					}
+				[ "$am" = pmhash ] && sql -c "SELECT pmhash_reset_stats()" >/dev/null
+				ms=$(timed_sql "$stmt") || {
+					STATUS=1
+					continue
+				}
+				printf '    %-7s run %d: %s ms\n' "$am" "$r" "$ms"
+				V["$how|$am"]=$(min "${V["$how|$am"]:-}" "$ms")
+				if [ "$am" = pmhash ] && [ "$how" = insert ]; then
+					V["wa|pmhash"]=$(sql -c "SELECT round(write_amplification::numeric, 2) FROM pmhash_stats('ins_k')")
+				fi
+			done
+		done
+		sql -c "DROP TABLE IF EXISTS ins" >/dev/null
+		record "${how}_none_ms" none "${V["$how|none"]:-}" ms
+		for am in "${AMS[@]}"; do
+			[ -n "${V["$how|$am"]:-}" ] && [ -n "${V["$how|none"]:-}" ] || continue
+			record "${how}_upkeep_ms" "$am" "$(awk -v a="${V["$how|$am"]}" -v b="${V["$how|none"]}" 'BEGIN { printf "%.1f", a - b }')" ms
+		done
+	done
+	[ -n "${V["wa|pmhash"]:-}" ] && record insert_write_amplification pmhash "${V["wa|pmhash"]}" ""
+	rm -f "$COPY_FILE"
+fi
+
+# -------------------------------------------------------------- VACUUM ---
+
+if ! skip vacuum; then
+	for pct in 10 50; do
+		pmh_head "VACUUM after deleting $pct % of $ROWS rows"
+		for am in none "${AMS[@]}"; do
+			idx=''
+			[ "$am" = none ] || idx="CREATE INDEX vac_k ON vac USING $am (k);"
+			if ! sql >/dev/null <<EOF; then
+DROP TABLE IF EXISTS vac;
+CREATE TABLE vac AS TABLE t_btree;
+$idx
+VACUUM vac;
+DELETE FROM vac WHERE k % 100 < $pct;
+EOF
+				STATUS=1
+				continue
+			fi
+			ms=$(timed_sql "VACUUM (INDEX_CLEANUP ON) vac") || {
+				STATUS=1
+				continue
+			}
+			printf '    %-7s %s ms\n' "$am" "$ms"
+			V["vac$pct|$am"]=$ms
+		done
+		sql -c "DROP TABLE IF EXISTS vac" >/dev/null
+		record "vacuum${pct}_none_ms" none "${V["vac$pct|none"]:-}" ms
+		for am in "${AMS[@]}"; do
+			[ -n "${V["vac$pct|$am"]:-}" ] && [ -n "${V["vac$pct|none"]:-}" ] || continue
+			record "vacuum${pct}_ms" "$am" "${V["vac$pct|$am"]}" ms
+			record "vacuum${pct}_index_ms" "$am" "$(awk -v a="${V["vac$pct|$am"]}" -v b="${V["vac$pct|none"]}" 'BEGIN { printf "%.1f", a - b }')" ms
+		done
+	done
+fi
+
+# ------------------------------------------------------------- pgbench ---
+
+SCRIPTS=(select_only insert mixed ycsb_a)
+if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
+	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
+	for s in "${SCRIPTS[@]}"; do
+		pmh_head "pgbench $s.sql, ${PGB_TIME}s per run"
+		for c in $CLIENTS; do
+			j=$((c < 2 ? c : 2))
+			for am in "${AMS[@]}"; do
+				sql -c "ALTER TABLE t_$am RENAME TO pgb" >/dev/null || {
+					STATUS=1
+					continue
+				}
+				out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
+				rc=$?
+				sql -c "ALTER TABLE pgb RENAME TO t_$am" >/dev/null || STATUS=1
+				tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
+				failed=$(sed -n -E 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
+				if [ "$rc" -ne 0 ] || [ -z "$tps" ] || [ "${failed:-0}" != 0 ]; then
+					pmh_err "pgbench $s, $c clients, $am failed (exit $rc):"
+					tail -n 20 <<<"$out" | sed 's/^/    /'
+					STATUS=1
+					continue
+				fi
+				printf '    %2d clients %-7s %10.0f tps\n' "$c" "$am" "$tps"
+				record "pgbench_${s}_c${c}_tps" "$am" "$(printf '%.0f' "$tps")" tps
+			done
+		done
+		[ "$s" = select_only ] || sql -c "VACUUM t_pmhash, t_btree, t_hash" >/dev/null || STATUS=1
+	done
+fi
+
+# -------------------------------------------------------------- report ---
+
+num_or_na() { [ -n "${1:-}" ] && printf '%s' "$1" || printf 'n/a'; }
+# ratio A B: A/B as "0.62"
+ratio() {
+	if [ -n "${1:-}" ] && [ -n "${2:-}" ] && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
+		awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+	else
+		printf 'n/a'
+	fi
+}
+# verdict R LIMIT: "met" if R <= LIMIT (ratios where lower is better)
+verdict() {
+	if [ "$1" = n/a ]; then
+		echo n/a
+	elif awk -v r="$1" -v l="$3" "BEGIN { exit !(r $2 l) }"; then
+		echo met
+	else
+		echo missed
+	fi
+}
+verdict_le() { verdict "$1" "<=" "$2"; }
+verdict_ge() { verdict "$1" ">=" "$2"; }
+
+# row LABEL METRIC TARGET: one line of the main table
+row() {
+	local p b h rb rh
+	p=$(val "$2" pmhash) b=$(val "$2" btree) h=$(val "$2" hash)
+	rb=$(ratio "$p" "$b") rh=$(ratio "$p" "$h")
+	printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$1" "$(num_or_na "$p")" "$(num_or_na "$b")" \
+		"$(num_or_na "$h")" "$rb" "$rh" "${3:-}"
+}
+
+PROBE_TARGET_B=$(ratio "$(val probe_pos_uniform_ns pmhash)" "$(val probe_pos_uniform_ns btree)")
+PROBE_TARGET_H=$(ratio "$(val probe_pos_uniform_ns pmhash)" "$(val probe_pos_uniform_ns hash)")
+UPKEEP_H=$(ratio "$(val insert_upkeep_ms pmhash)" "$(val insert_upkeep_ms hash)")
+BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
+
+{
+	echo "## pmhash vs btree vs hash inside PostgreSQL (test/bench/sql_bench.sh)"
+	echo
+	echo "- date: $(date '+%Y-%m-%d %H:%M %Z'); machine: $(bench_machine); load average before/after: $LOAD_BEFORE / $(bench_load) (the machine was shared with other users: read the ratios)"
+	echo "- PostgreSQL: $("$PMH_CL_BINDIR/postgres" --version | sed 's/^postgres (PostgreSQL) //'); shared_buffers $SHARED_BUFFERS; autovacuum, JIT and parallelism off"
+	echo "- pool mode: $PMH_CL_MODE_TEXT"
+	echo "- data: $ROWS rows (int8 key 1..$ROWS in random order, 32-char payload), one table per access method; $PROBES lookups per probe join; Zipf theta $THETA ($ZIPF_TOP); best of $REPEAT"
+	echo
+	echo "| | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
+	echo "| --- | --- | --- | --- | --- | --- | --- |"
+	row "CREATE INDEX (ms)" build_ms "<= 0.5 x btree: $(verdict_le "$BUILD_B" 0.5)"
+	row "bytes per entry (pmhash: pool + shared memory)" bytes_per_entry
+	row "probe, positive uniform (ns / lookup)" probe_pos_uniform_ns \
+		"<= 0.45 x btree: $(verdict_le "$PROBE_TARGET_B" 0.45); <= 0.7 x hash: $(verdict_le "$PROBE_TARGET_H" 0.7)"
+	row "  index part: minus the TID-scan floor (ns / lookup)" probe_pos_uniform_index_ns
+	row "probe, positive Zipf (ns / lookup)" probe_pos_zipf_ns
+	row "probe, negative uniform (ns / lookup)" probe_neg_uniform_ns
+	row "probe, negative Zipf (ns / lookup)" probe_neg_zipf_ns
+	row "probe, positive uniform, backend CPU (ns / lookup)" probecpu_pos_uniform_ns \
+		"<= 0.45 x btree: $(verdict_le "$(ratio "$(val probecpu_pos_uniform_ns pmhash)" "$(val probecpu_pos_uniform_ns btree)")" 0.45); <= 0.7 x hash: $(verdict_le "$(ratio "$(val probecpu_pos_uniform_ns pmhash)" "$(val probecpu_pos_uniform_ns hash)")" 0.7)"
+	row "  index part: minus the TID-scan floor (CPU ns / lookup)" probecpu_pos_uniform_index_ns
+	row "probe, positive Zipf, backend CPU (ns / lookup)" probecpu_pos_zipf_ns
+	row "probe, negative uniform, backend CPU (ns / lookup)" probecpu_neg_uniform_ns
+	row "probe, negative Zipf, backend CPU (ns / lookup)" probecpu_neg_zipf_ns
+	row "insert upkeep, INSERT ... SELECT (ms)" insert_upkeep_ms "<= 0.3 x hash: $(verdict_le "$UPKEEP_H" 0.3)"
+	row "insert upkeep, COPY (ms)" copy_upkeep_ms
+	row "VACUUM after deleting 10 % (ms, index part)" vacuum10_index_ms
+	row "VACUUM after deleting 50 % (ms, index part)" vacuum50_index_ms
+	echo
+	echo "Without an index: INSERT ... SELECT $(num_or_na "$(val insert none)") ms, COPY $(num_or_na "$(val copy none)") ms, VACUUM after 10 % / 50 %: $(num_or_na "$(val vac10 none)") / $(num_or_na "$(val vac50 none)") ms."
+	echo "pmhash after CREATE INDEX: pool $(num_or_na "$(val pool_bytes_per_entry pmhash)") B/entry, shared memory $(num_or_na "$(val shmem_bytes_per_entry pmhash)") B/entry, load factor $(num_or_na "$(val load_factor pmhash)"); write amplification of the INSERT ... SELECT load: $(num_or_na "$(val wa pmhash)") (media model)."
+	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
+	if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
+		echo
+		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, ${PGB_TIME}s per run, transactions per second; scripts in test/bench/pgbench/):"
+		echo
+		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+		for s in "${SCRIPTS[@]}"; do
+			for c in $CLIENTS; do
+				m=pgbench_${s}_c${c}_tps
+				p=$(val "$m" pmhash) b=$(val "$m" btree) h=$(val "$m" hash)
+				tgt=''
+				[ "$s" = select_only ] && tgt=">= hash: $(verdict_ge "$(ratio "$p" "$h")" 1)"
+				[ "$s" = insert ] && tgt=">= btree: $(verdict_ge "$(ratio "$p" "$b")" 1)"
+				printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(num_or_na "$p")" \
+					"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")" "$tgt"
+			done
+		done
+	fi
+	echo
+	echo "Plots: sql_probe.png (probe cost per lookup), sql_ratios.png (pmhash / btree and pmhash / hash), sql_pgbench.png (TPS by clients). Total run time $(pmh_elapsed "$T_START") s."
+} >"$MD"
+
+# --------------------------------------------------------------- plots ---
+
+{
+	printf '# workload pmhash btree hash\n'
+	for w in "${WORKLOADS[@]}"; do
+		printf '%s %s %s %s\n' "${w/_/-}" "$(num_or_na "$(val "probe_${w}_ns" pmhash)")" \
+			"$(num_or_na "$(val "probe_${w}_ns" btree)")" "$(num_or_na "$(val "probe_${w}_ns" hash)")"
+	done
+} >"$OUT/sql_probe.dat"
+{
+	printf '# metric vs_btree vs_hash\n'
+	for m in build_ms:build bytes_per_entry:size probe_pos_uniform_ns:probe+ probe_pos_uniform_index_ns:probe+-index \
+		probe_neg_uniform_ns:probe- \
+		insert_upkeep_ms:insert-upkeep copy_upkeep_ms:copy-upkeep vacuum10_index_ms:vacuum-10% vacuum50_index_ms:vacuum-50%; do
+		printf '%s %s %s\n' "${m#*:}" "$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" btree)")" \
+			"$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" hash)")"
+	done
+} >"$OUT/sql_ratios.dat"
+for s in "${SCRIPTS[@]}"; do
+	{
+		printf '# clients pmhash btree hash\n'
+		for c in $CLIENTS; do
+			m=pgbench_${s}_c${c}_tps
+			printf '%s %s %s %s\n' "$c" "$(num_or_na "$(val "$m" pmhash)")" "$(num_or_na "$(val "$m" btree)")" \
+				"$(num_or_na "$(val "$m" hash)")"
+		done
+	} >"$OUT/sql_pgbench_$s.dat"
+done
+
+bench_plot "$OUT" <<EOF
+set terminal pngcairo size 900,500 font ",10" noenhanced
+set datafile missing "n/a"
+set style data histograms
+set style histogram clustered gap 1
+set style fill solid 0.8 border -1
+set grid ytics
+set key top left
+
+set output "sql_probe.png"
+set title "Probe cost per lookup, nested-loop join of $PROBES keys ($ROWS rows, $MODE pools)"
+set ylabel "ns per lookup (whole query)"
+set yrange [0:*]
+plot "sql_probe.dat" using 2:xtic(1) title "pmhash", "" using 3 title "btree", "" using 4 title "hash"
+
+set output "sql_ratios.png"
+set title "pmhash relative to btree and hash (lower is better; 1 = same)"
+set ylabel "pmhash / other"
+set yrange [0:*]
+plot "sql_ratios.dat" using 2:xtic(1) title "pmhash / btree", "" using 3 title "pmhash / hash", 1 with lines lc rgb "black" dt 2 notitle
+
+set output "sql_pgbench.png"
+unset title
+set style data linespoints
+set multiplot layout 2,2 title "pgbench TPS by clients ($ROWS rows, $MODE pools, ${PGB_TIME}s runs)"
+set xlabel "clients"
+set ylabel "TPS"
+set logscale x 2
+set xrange [0.8:*]
+set key bottom right
+set title "select-only"
+plot "sql_pgbench_select_only.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
+set title "single-row insert"
+plot "sql_pgbench_insert.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
+set title "50/50 select/insert"
+plot "sql_pgbench_mixed.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
+set title "YCSB-A-like (50/50 select/update)"
+plot "sql_pgbench_ycsb_a.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
+unset multiplot
+EOF
+
+pmh_head "results: $MD"
+cat "$MD"
+[ "$STATUS" -eq 0 ] || pmh_err "some steps failed (see above; logs in $LOGDIR)"
+exit "$STATUS"
