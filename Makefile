@@ -81,3 +81,36 @@ test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.
 bench-core: test/bench/pmh_bench
 
 EXTRA_CLEAN = $(UNIT_TESTS) test/bench/pmh_bench results regression.diffs regression.out tmp_check tmp_install
+
+# Fuzz targets (libFuzzer, clang-14 with AddressSanitizer and UBSan): "make
+# fuzz" builds them and writes the seed corpora to test/fuzz/seeds; see
+# README.md "Fuzzing" and test/fuzz/run.sh.
+FUZZ_CC = clang-14
+FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
+FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
+	-Wmissing-prototypes -Wno-unused-parameter -Wno-ignored-attributes \
+	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/test/fuzz \
+	-I$(shell $(PG_CONFIG) --includedir) \
+	-I$(shell $(PG_CONFIG) --includedir-server)
+FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c
+FUZZ_DEPS = $(FUZZ_COMMON) test/fuzz/fuzz_common.h test/fuzz/fuzz_format.h \
+	src/pmh_core.h test/fuzz/coverage_ignore.txt
+FUZZ_TARGETS = test/fuzz/fuzz_pool test/fuzz/fuzz_ops
+
+$(FUZZ_TARGETS): %: %.c $(FUZZ_DEPS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) -fsanitize=fuzzer $(FUZZ_SAN) \
+		-fsanitize-coverage-ignorelist=$(srcdir)/test/fuzz/coverage_ignore.txt -o $@ $< \
+		$(FUZZ_COMMON) $(CORE_TEST_LIBS)
+
+test/fuzz/fuzz_seeds: test/fuzz/fuzz_seeds.c $(FUZZ_DEPS)
+	$(FUZZ_CC) $(FUZZ_CFLAGS) $(FUZZ_SAN) -o $@ $< $(FUZZ_COMMON) $(CORE_TEST_LIBS)
+
+test/fuzz/seeds/.stamp: test/fuzz/fuzz_seeds
+	rm -rf test/fuzz/seeds
+	./test/fuzz/fuzz_seeds test/fuzz/seeds
+	touch $@
+
+.PHONY: fuzz
+fuzz: $(FUZZ_TARGETS) test/fuzz/seeds/.stamp
+
+EXTRA_CLEAN += $(FUZZ_TARGETS) test/fuzz/fuzz_seeds test/fuzz/seeds
