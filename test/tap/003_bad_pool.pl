@@ -19,7 +19,9 @@ my $seg0 = 4096 + 2048 * 256;
 
 my $node = PostgreSQL::Test::Cluster->new('badpool');
 $node->init;
-$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pmhash'\n");
+# first uses are what this test is about: no background loading
+$node->append_conf('postgresql.conf', "shared_preload_libraries = 'pmhash'\n"
+	. "pmhash.prewarm = off\n");
 $node->start;
 
 $node->safe_psql('postgres', q{

@@ -15,7 +15,9 @@ use Test::More;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'pmhash'\n");
+# first uses are what this test is about: no background loading
+$primary->append_conf('postgresql.conf', "shared_preload_libraries = 'pmhash'\n"
+	. "pmhash.prewarm = off\n");
 $primary->start;
 $primary->safe_psql('postgres', q{
 	CREATE EXTENSION pmhash;

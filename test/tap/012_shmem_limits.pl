@@ -19,8 +19,10 @@ use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('shmem');
 $node->init;
+# first uses are what this test is about: no background loading
 $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'pmhash'
+pmhash.prewarm = off
 pmhash.shared_memory = 1MB
 pmhash.max_indexes = 64
 autovacuum = off
