@@ -638,6 +638,40 @@ pmhash_load(PmhashIndex *idx)
 	pfree(scratch);
 }
 
+/*
+ * Build the index's shared state if it is not ready.  Called, and returns,
+ * with the index lock held in idx->mode.  The load runs with the lock
+ * exclusive and idx->mode saying so: rebuilding the backup log places
+ * entries, which can relocate and split, and code that believes it holds
+ * the lock shared trades it for an exclusive one -- releasing it in the
+ * middle of the load, whose next relock would then load the index a second
+ * time inside the first.
+ */
+static void
+pmhash_ensure_loaded(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	LWLockMode	mode = idx->mode;
+
+	if (shared->state == PMHASH_STATE_READY)
+		return;
+	if (mode != LW_EXCLUSIVE)
+	{
+		LWLockRelease(&shared->lock);
+		LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+		idx->mode = LW_EXCLUSIVE;
+	}
+	if (shared->state != PMHASH_STATE_READY)
+		pmhash_load(idx);
+	Assert(idx->mode == LW_EXCLUSIVE);
+	if (mode != LW_EXCLUSIVE)
+	{
+		LWLockRelease(&shared->lock);
+		LWLockAcquire(&shared->lock, mode);
+		idx->mode = mode;
+	}
+}
+
 /* fill in the parts of an attached-index handle */
 static void
 pmhash_init_handle(Relation index, PmhashShared *shared, PmhashLocal *local,
@@ -705,21 +739,7 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 	pmhash_init_handle(index, shared, local, mode, idx);
 
 	LWLockAcquire(&shared->lock, mode);
-	if (shared->state != PMHASH_STATE_READY)
-	{
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&shared->lock);
-			LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
-		}
-		if (shared->state != PMHASH_STATE_READY)
-			pmhash_load(idx);
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&shared->lock);
-			LWLockAcquire(&shared->lock, mode);
-		}
-	}
+	pmhash_ensure_loaded(idx);
 	pmhash_check_local(idx);
 }
 
@@ -790,21 +810,7 @@ pmhash_relock(PmhashIndex *idx, LWLockMode mode)
 	LWLockRelease(&idx->shared->lock);
 	LWLockAcquire(&idx->shared->lock, mode);
 	idx->mode = mode;
-	if (idx->shared->state != PMHASH_STATE_READY)
-	{
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&idx->shared->lock);
-			LWLockAcquire(&idx->shared->lock, LW_EXCLUSIVE);
-		}
-		if (idx->shared->state != PMHASH_STATE_READY)
-			pmhash_load(idx);
-		if (mode != LW_EXCLUSIVE)
-		{
-			LWLockRelease(&idx->shared->lock);
-			LWLockAcquire(&idx->shared->lock, mode);
-		}
-	}
+	pmhash_ensure_loaded(idx);
 	pmhash_check_local(idx);
 }
 
