@@ -38,7 +38,11 @@
  * Keys are drawn uniformly or from a scrambled Zipf(theta) distribution
  * over the key set; hashes are a bijective mix of the key number, so
  * distinct keys have distinct hashes.  Every answer is checked; a wrong one
- * makes the exit status 1.
+ * makes the exit status 1.  Each thread count gets a fresh table; inserts
+ * are of distinct keys (an index of (hash, TID) entries has no "update").
+ * After the search phases of the first thread count come the probe
+ * experiments (see probe_exp): alternative lookups that src/ does not have,
+ * measured on the same table to weigh ideas for the probe cost.
  *
  * Media traffic: the choke point's flush hook feeds every flushed range
  * into the write-combining buffer model of src/pmh_media.c (64 lines of

@@ -575,12 +575,14 @@ set yrange [0:*]
 plot "sql_probe.dat" using 2:xtic(1) title "pmhash", "" using 3 title "btree", "" using 4 title "hash"
 
 set output "sql_ratios.png"
+set xtics rotate by -20
 set title "pmhash relative to btree and hash (lower is better; 1 = same)"
 set ylabel "pmhash / other"
 set yrange [0:*]
 plot "sql_ratios.dat" using 2:xtic(1) title "pmhash / btree", "" using 3 title "pmhash / hash", 1 with lines lc rgb "black" dt 2 notitle
 
 set output "sql_pgbench.png"
+set xtics norotate
 unset title
 set style data linespoints
 set multiplot layout 2,2 title "pgbench TPS by clients ($ROWS rows, $MODE pools, ${PGB_TIME}s runs)"
