@@ -68,20 +68,30 @@ sub big_all_found
 		JOIN big ON big.k = g});
 }
 
-# 1. CREATE INDEX until the shared memory is used up
-my ($ret, $out, $err);
-my $small = 0;
-for my $i (1 .. 30)
+# create small indexed tables <prefix>1, <prefix>2, ... until CREATE INDEX
+# fails (each in one transaction); returns how many were made and the
+# psql result of the last attempt
+sub create_until_full
 {
-	($ret, $out, $err) = $node->psql('postgres', qq{
-		BEGIN;
-		CREATE TABLE s$i (k int4);
-		INSERT INTO s$i SELECT generate_series(1, 100);
-		CREATE INDEX s${i}_k ON s$i USING pmhash (k);
-		COMMIT;});
-	last if $ret != 0;
-	$small = $i;
+	my ($prefix) = @_;
+	my ($ret, $out, $err);
+	my $made = 0;
+	for my $i (1 .. 30)
+	{
+		($ret, $out, $err) = $node->psql('postgres', qq{
+			BEGIN;
+			CREATE TABLE $prefix$i (k int4);
+			INSERT INTO $prefix$i SELECT generate_series(1, 100);
+			CREATE INDEX $prefix${i}_k ON $prefix$i USING pmhash (k);
+			COMMIT;});
+		last if $ret != 0;
+		$made = $i;
+	}
+	return ($made, $ret, $out, $err);
 }
+
+# 1. CREATE INDEX until the shared memory is used up
+my ($small, $ret, $out, $err) = create_until_full('s');
 isnt($ret, 0, "CREATE INDEX fails once the shared memory is used up ($small fit)");
 like($err, qr/ERROR:  out of pmhash shared memory/, 'the error says what ran out');
 like($err, qr/HINT:  Increase pmhash.shared_memory/, 'and how to get more');
@@ -143,18 +153,8 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
 # 3. after a restart, new indexes take the memory first: loading an old
 # one fails with the error, and works once memory is freed again
 $node->restart;
-my $made = 0;
-for my $i (1 .. 30)
-{
-	($ret, $out, $err) = $node->psql('postgres', qq{
-		BEGIN;
-		CREATE TABLE n$i (k int4);
-		INSERT INTO n$i SELECT generate_series(1, 100);
-		CREATE INDEX n${i}_k ON n$i USING pmhash (k);
-		COMMIT;});
-	last if $ret != 0;
-	$made = $i;
-}
+my $made;
+($made, $ret, $out, $err) = create_until_full('n');
 isnt($ret, 0, "new indexes use up the memory ($made made)");
 ($ret, $out, $err) = $node->psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
