@@ -13,6 +13,7 @@ OBJS = \
 	src/pmhashlifecycle.o \
 	src/pmhashlog.o \
 	src/pmhashpool.o \
+	src/pmhashrecover.o \
 	src/pmhashsearch.o \
 	src/pmhashshmem.o \
 	src/pmhashstats.o \
@@ -21,7 +22,7 @@ OBJS = \
 	src/pmhashworker.o
 
 EXTENSION = pmhash
-DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql
+DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
 PG_CPPFLAGS = -I$(srcdir)/src

@@ -49,7 +49,11 @@ SELECT * FROM pmhash_stats('er');
 CREATE INDEX er_bt ON er USING btree (a);
 SELECT * FROM pmhash_stats('er_bt');
 SELECT * FROM pmhash_check('er_bt');
+SELECT * FROM pmhash_load_progress('er_bt');
 SELECT * FROM pmhash_stats(NULL);
+-- an index built in this server is loaded through and through
+SELECT segments = segments_loaded AS all_loaded, log_entries_unsorted
+  FROM pmhash_load_progress('er_a');
 
 -- and are not for everybody
 CREATE ROLE regress_pmhash_nobody;
@@ -57,6 +61,7 @@ GRANT SELECT ON er TO regress_pmhash_nobody;
 SET ROLE regress_pmhash_nobody;
 SELECT entries FROM pmhash_stats('er_a');
 SELECT * FROM pmhash_check('er_a');
+SELECT * FROM pmhash_load_progress('er_a');
 RESET ROLE;
 -- pg_read_all_stats reads statistics, but may not lock the index to check it
 CREATE ROLE regress_pmhash_stats IN ROLE pg_read_all_stats;

@@ -1492,21 +1492,42 @@ pmh_cmp_primary(const void *a, const void *b)
 }
 
 /*
+ * Make a free segment fit for use: a free segment must read as zero on the
+ * media, because splits, new overflow segments and log segments flush only
+ * the lines they fill.  A half-built segment that a crash cut off (or an
+ * orphan recovery cleared) still holds entries: zero and persist it.
+ * Returns 1 if it was zeroed, 0 if it was zero, -1 (errno set) if the
+ * persist failed.
+ */
+int
+pmh_prepare_free_segment(PmhPool *pool, uint32 segno)
+{
+	if (pmh_segment_is_zero(pool, segno))
+		return 0;
+	memset(pmh_seg_header(pool, segno), 0, PMH_SEG_BYTES);
+	if (pmh_persist(pool, pmh_seg_header(pool, segno), PMH_SEG_BYTES) != 0)
+		return -1;
+	return 1;
+}
+
+/*
  * Work out, from the segment words alone, which segments are in use: the
  * primaries must tile the hash space; a primary nested inside a shallower
  * one is the unpublished half of a split and is cleared, as is an overflow
  * segment no chain reaches; log segments must number their extensions
- * 0 .. n-1 once each.  Free segments that are not zero are zeroed.  On
- * return roles[] and owner[] (one per segment of the mapping) tell each
- * segment's role and, for overflow segments, the owning primary.
- * "scratch" must hold 2 * nsegments uint64 values.
+ * 0 .. n-1 once each.  Reads one word (and chain link) per segment, nothing
+ * else: free segments are left as they are (pmh_prepare_free_segment makes
+ * one fit for use when it is taken).  On return roles[] and owner[] (one
+ * per segment of the mapping) tell each segment's role and, for overflow
+ * segments, the owning primary.  "scratch" must hold 2 * nsegments uint64
+ * values.
  *
  * Returns 0, or -1 with res->error set when the pool is corrupt, or -1 with
  * errno set (and res->error empty) when persisting a repair failed.
  */
 int
-pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
-			uint64 *scratch, PmhRecoveryResult *res)
+pmh_recover_words(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
+				  uint64 *scratch, PmhRecoveryResult *res)
 {
 	uint64		nseg = pmh_pool_nsegments(pool);
 	uint64		nprim = 0;
@@ -1652,22 +1673,32 @@ pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 		}
 	}
 
-	/*
-	 * A free segment must read as zero: splits and new overflow segments
-	 * flush only the lines they fill.  A half-built segment that a crash cut
-	 * off (or an orphan cleared above) still holds entries: zero it.
-	 */
+	return 0;
+}
+
+/*
+ * pmh_recover_words, then make every free segment fit for use at once (the
+ * server defers that to pmh_prepare_free_segment when it takes one).
+ */
+int
+pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
+			uint64 *scratch, PmhRecoveryResult *res)
+{
+	uint64		nseg = pmh_pool_nsegments(pool);
+	uint64		i;
+
+	if (pmh_recover_words(pool, roles, owner, scratch, res) != 0)
+		return -1;
 	for (i = 0; i < nseg; i++)
 	{
-		if (roles[i] == PMH_SEG_FREE &&
-			!pmh_segment_is_zero(pool, (uint32) i))
-		{
-			memset(pmh_seg_header(pool, (uint32) i), 0, PMH_SEG_BYTES);
-			res->free_zeroed++;
-			if (pmh_persist(pool, pmh_seg_header(pool, (uint32) i),
-							PMH_SEG_BYTES) != 0)
-				return -1;
-		}
+		int			rc;
+
+		if (roles[i] != PMH_SEG_FREE)
+			continue;
+		rc = pmh_prepare_free_segment(pool, (uint32) i);
+		if (rc < 0)
+			return -1;
+		res->free_zeroed += rc;
 	}
 	return 0;
 }

@@ -471,7 +471,11 @@ typedef struct PmhRecoveryResult
 	char		error[256];		/* non-empty: the pool is corrupt */
 } PmhRecoveryResult;
 
+extern int	pmh_recover_words(PmhPool *pool, PmhSegRole *roles,
+							  uint32 *owner, uint64 *scratch,
+							  PmhRecoveryResult *res);
 extern int	pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 						uint64 *scratch, PmhRecoveryResult *res);
+extern int	pmh_prepare_free_segment(PmhPool *pool, uint32 segno);
 
 #endif							/* PMH_CORE_H */

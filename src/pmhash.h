@@ -64,10 +64,21 @@ typedef struct PmhashKey
 	Oid			relnode;
 } PmhashKey;
 
-/* per-segment shared state: a lock and the core's volatile metadata */
+/*
+ * Per-segment shared state: a lock and the core's volatile metadata.  After
+ * a restart a primary segment's metadata (and its overflow chain's) is
+ * loaded from the pool when the segment is first used ("loaded" false until
+ * then; see "Recovery" in README.pmhash); rec_first and rec_count name its
+ * share of the backup-log slots that recovery found live (PmhashShared.
+ * reclist), which its load sorts into the D-bucket or releases.
+ */
 typedef struct PmhashSegSlot
 {
 	LWLock		lock;
+	bool		loaded;			/* metadata valid (always, but for primaries
+								 * not loaded since the restart) */
+	uint32		rec_first;
+	uint32		rec_count;
 	PmhSegMeta	meta;
 } PmhashSegSlot;
 
@@ -119,8 +130,19 @@ typedef struct PmhashShared
 	uint64		primaries;
 	uint64		overflows;
 	uint64		shmem_bytes;	/* DSA bytes held for this index */
-	pg_atomic_uint64 entries;	/* in segments and D-buckets */
+	pg_atomic_uint64 entries;	/* in segments and D-buckets (of the loaded
+								 * segments) */
 	bool		stale;			/* the pool's PMH_STATE_STALE (pmh_core.h) */
+	uint32		free_unchecked; /* free-stack positions below this may hold
+								 * segments not yet known to be zero */
+
+	/* lazy loading after a restart (see "Recovery" in README.pmhash) */
+	pg_atomic_uint64 unloaded;	/* primary segments not loaded yet */
+	dsa_pointer reclist;		/* uint32[reclen]: live backup-log slots by
+								 * primary segment, or invalid */
+	uint32		reclen;
+	uint32		log_unverified; /* log slots marked pending whose segment
+								 * is not loaded yet (under loglock) */
 
 	/* the backup log (pmhashlog.c) */
 	LWLock		loglock;		/* protects the fields below */
@@ -267,6 +289,7 @@ extern void pmhash_attach_new(Relation index, uint64 pool_id,
 							  PmhashIndex *idx);
 extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
+extern void pmhash_discard_shared(PmhashShared *shared);
 extern PmhashSegSlot *pmhash_seg_slot(PmhashIndex *idx, uint32 segno);
 extern uint32 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
@@ -282,6 +305,14 @@ extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
 extern bool pmhash_known_unusable(Relation index);
+
+/* pmhashrecover.c: loading an index's segments after a restart */
+extern void pmhash_log_recover(PmhashIndex *idx);
+extern void pmhash_recover_free_list(PmhashShared *shared);
+extern bool pmhash_lock_segment(PmhashIndex *idx, uint32 segno,
+								LWLockMode mode);
+extern void pmhash_unlock_segment(PmhashIndex *idx, uint32 segno);
+extern void pmhash_load_all(PmhashIndex *idx, bool yield);
 
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;
@@ -303,7 +334,6 @@ extern int	pmhash_log_own_matches(const PmhashKey *key, uint64 hash,
 								   ItemPointerData *tids, int max);
 extern void pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 								 uint32 logslot);
-extern void pmhash_log_recover(PmhashIndex *idx);
 extern void pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n,
 							   bool zero);
 extern void pmhash_log_vacuum_begin(PmhashIndex *idx);

@@ -27,6 +27,7 @@
 
 PG_FUNCTION_INFO_V1(pmhash_stats);
 PG_FUNCTION_INFO_V1(pmhash_check);
+PG_FUNCTION_INFO_V1(pmhash_load_progress);
 
 /*
  * Open an index for one of these functions: it must be a pmhash index, and
@@ -63,6 +64,41 @@ pmhash_open_index(Oid relid, Oid role)
 	return rel;
 }
 
+/*
+ * pmhash_load_progress(regclass): how much of the index's shared state is
+ * rebuilt since the last restart -- primary segments, how many of them are
+ * loaded, and how many backup-log entries wait for their segment's load.
+ * Attaching loads the directory if nothing else has; no segment is loaded.
+ */
+Datum
+pmhash_load_progress(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	PmhashIndex idx;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3];
+	uint64		unloaded;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	rel = pmhash_open_index(relid, ROLE_PG_READ_ALL_STATS);
+	pmhash_attach(rel, LW_SHARED, &idx);
+	unloaded = pg_atomic_read_u64(&idx.shared->unloaded);
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum((int64) idx.shared->primaries);
+	values[1] = Int64GetDatum((int64) (idx.shared->primaries - unloaded));
+	LWLockAcquire(&idx.shared->loglock, LW_SHARED);
+	values[2] = Int64GetDatum((int64) idx.shared->log_unverified);
+	LWLockRelease(&idx.shared->loglock);
+	pmhash_detach(&idx);
+	relation_close(rel, AccessShareLock);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
 /* pmhash_stats(regclass): one row describing the index */
 Datum
 pmhash_stats(PG_FUNCTION_ARGS)
@@ -83,6 +119,8 @@ pmhash_stats(PG_FUNCTION_ARGS)
 
 	rel = pmhash_open_index(relid, ROLE_PG_READ_ALL_STATS);
 	pmhash_attach(rel, LW_SHARED, &idx);
+	/* the counts are of loaded segments: load the rest */
+	pmhash_load_all(&idx, true);
 
 	entries = pg_atomic_read_u64(&idx.shared->entries);
 	used = idx.shared->primaries + idx.shared->overflows;
@@ -376,6 +414,8 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		if (seen[i] != 1)
 			continue;
 		primaries++;
+		if (!slot->loaded)
+			pmhash_problem(st, "segment %llu is not loaded", (unsigned long long) i);
 		total += pmhash_check_segment(idx, st, (uint32) i, h->word, true);
 		pending += pmhash_check_pending(idx, st, (uint32) i, h->word,
 										seen_pending);
@@ -418,6 +458,11 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
 						   (unsigned long long) i, marked, seen_pending[i]);
 	}
+	if (pg_atomic_read_u64(&shared->unloaded) != 0 ||
+		shared->log_unverified != 0 || DsaPointerIsValid(shared->reclist))
+		pmhash_problem(st, "after loading every segment, %llu are counted as not loaded and %u log entries as not sorted out",
+					   (unsigned long long) pg_atomic_read_u64(&shared->unloaded),
+					   shared->log_unverified);
 	if (pending != shared->log_pending)
 		pmhash_problem(st, "shared memory counts %u pending entries, D-buckets hold %llu",
 					   shared->log_pending, (unsigned long long) pending);
@@ -447,6 +492,7 @@ pmhash_check(PG_FUNCTION_ARGS)
 
 	rel = pmhash_open_index(relid, ROLE_PG_MONITOR);
 	pmhash_attach(rel, LW_EXCLUSIVE, &idx);
+	pmhash_load_all(&idx, false);
 	pmhash_check_index(&idx, &st);
 	pmhash_detach(&idx);
 	relation_close(rel, AccessShareLock);

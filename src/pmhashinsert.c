@@ -35,16 +35,13 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 	for (;;)
 	{
 		uint32		segno = pmhash_lookup_segment(idx, hash);
-		PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
 		PmhInsertResult r;
-		bool		locked = idx->mode != LW_EXCLUSIVE;
 
-		if (locked)
-			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		if (!pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
+			continue;
 		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
 						   offset);
-		if (locked)
-			LWLockRelease(&slot->lock);
+		pmhash_unlock_segment(idx, segno);
 
 		switch (r)
 		{

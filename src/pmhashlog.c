@@ -330,25 +330,23 @@ pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 	for (;;)
 	{
 		uint32		segno = pmhash_lookup_segment(idx, hash);
-		PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
-		bool		locked = idx->mode != LW_EXCLUSIVE;
+		PmhashSegSlot *slot;
 		PmhInsertResult r;
 
-		if (locked)
-			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		if (!pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
+			continue;
+		slot = pmhash_seg_slot(idx, segno);
 		if (slot->meta.npending < PMH_DBUCKET_SLOTS)
 		{
 			pmh_pending_add(&slot->meta, hash, tag, logslot);
-			if (locked)
-				LWLockRelease(&slot->lock);
+			pmhash_unlock_segment(idx, segno);
 			pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
 			if (idx->mode != entry_mode)
 				pmhash_relock(idx, entry_mode);
 			return;
 		}
 		r = pmhash_relocate_segment(idx, segno);
-		if (locked)
-			LWLockRelease(&slot->lock);
+		pmhash_unlock_segment(idx, segno);
 		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
 		{
 			if (idx->mode != LW_EXCLUSIVE)
@@ -376,6 +374,12 @@ pmhash_relocate_all(PmhashIndex *idx)
 	bool		again = true;
 
 	Assert(idx->mode == LW_EXCLUSIVE);
+
+	/*
+	 * Lines hold slots of segments not loaded since the restart: loading
+	 * them sorts those out (and releases most).
+	 */
+	pmhash_load_all(idx, false);
 	while (again)
 	{
 		uint32		segno;
@@ -770,49 +774,6 @@ pmhash_log_own_matches(const PmhashKey *key, uint64 hash,
 		found++;
 	}
 	return found;
-}
-
-/*
- * Rebuild the backup-log state and the D-buckets after the segments were
- * loaded (index lock exclusive): a live log entry that its segment does
- * not hold was never relocated, so it waits in a D-bucket again.  Returns
- * nothing; logs how many entries came back.
- */
-void
-pmhash_log_recover(PmhashIndex *idx)
-{
-	PmhPool    *pool = &idx->local->pool;
-	uint64		restored = 0;
-	uint32		l;
-
-	Assert(idx->mode == LW_EXCLUSIVE);
-	pmhash_log_init_shared(idx);
-	for (l = 0; l < pmhash_log_nlines(idx->shared); l++)
-	{
-		int			s;
-
-		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
-		{
-			/* placing may grow (and remap) the pool: copy the entry */
-			PmhEntry	e = pmh_log_line(pool, l)[s];
-			uint32		segno;
-
-			if (!pmh_log_entry_is_live(&e))
-				continue;
-			segno = pmhash_lookup_segment(idx, e.hash);
-			if (pmh_contains(pool, &idx->cb, segno, e.hash, e.tag))
-				continue;
-			pmhash_log_line_state(idx->shared, l)->pending |= (uint16) (1 << s);
-			idx->shared->log_pending++;
-			pmhash_place_pending(idx, e.hash, e.tag, l * PMH_BUCKET_SLOTS + s);
-			restored++;
-		}
-	}
-	if (restored > 0)
-		ereport(DEBUG1,
-				(errmsg_internal("pmhash index \"%s\": %llu entries of the backup log are pending again",
-								 RelationGetRelationName(idx->rel),
-								 (unsigned long long) restored)));
 }
 
 /*

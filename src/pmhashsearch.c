@@ -158,12 +158,14 @@ pmhash_collect(IndexScanDesc scan)
 	for (;;)
 	{
 		uint32		segno = pmhash_lookup_segment(&idx, so->hash);
-		PmhashSegSlot *slot = pmhash_seg_slot(&idx, segno);
-
+		PmhashSegSlot *slot;
 		ItemPointerData own[PMH_BUCKET_SLOTS];
 		int			nown;
 
-		LWLockAcquire(&slot->lock, LW_SHARED);
+		/* the first use since a restart loads the segment */
+		if (!pmhash_lock_segment(&idx, segno, LW_SHARED))
+			continue;
+		slot = pmhash_seg_slot(&idx, segno);
 		n = pmh_lookup(&idx.local->pool, &idx.cb, segno, so->hash,
 					   tags, so->cap);
 		/* entries waiting in the segment's D-bucket */
@@ -175,7 +177,7 @@ pmhash_collect(IndexScanDesc scan)
 				tags[n] = slot->meta.pending[i].tag;
 			n++;
 		}
-		LWLockRelease(&slot->lock);
+		pmhash_unlock_segment(&idx, segno);
 
 		/* this transaction's own inserts not flushed yet */
 		nown = pmhash_log_own_matches(&idx.shared->key, so->hash, own,

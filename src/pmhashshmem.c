@@ -290,6 +290,11 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->global_depth = 0;
 	shared->primaries = 0;
 	shared->overflows = 0;
+	shared->free_unchecked = 0;
+	shared->reclist = InvalidDsaPointer;
+	shared->reclen = 0;
+	shared->log_unverified = 0;
+	pg_atomic_write_u64(&shared->unloaded, 0);
 }
 
 /* release everything an index holds in the DSA area */
@@ -313,8 +318,19 @@ pmhash_free_shared(PmhashShared *shared)
 	pmhash_shared_free(shared, shared->freesegs,
 					sizeof(uint32) * shared->freecap);
 	pmhash_log_free_shared(shared);
+	pmhash_recover_free_list(shared);
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
+}
+
+/*
+ * Give up an index's shared state after a failure in the middle of
+ * rebuilding it (index lock exclusive): the next user loads it again.
+ */
+void
+pmhash_discard_shared(PmhashShared *shared)
+{
+	pmhash_free_shared(shared);
 }
 
 /* the shared slot (lock + metadata) of a segment */
@@ -346,7 +362,11 @@ pmhash_cb_alloc_segment(void *arg)
 	if (shared->nfree == 0)
 		return PMH_NO_SEGMENT;
 	stack = dsa_get_address(pmhash_area, shared->freesegs);
-	return stack[--shared->nfree];
+	shared->nfree--;
+	/* pushed back later, this position holds a segment known to be zero */
+	if (shared->free_unchecked > shared->nfree)
+		shared->free_unchecked = shared->nfree;
+	return stack[shared->nfree];
 }
 
 /*
@@ -396,6 +416,9 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		for (j = 0; j < PMHASH_CHUNK_SEGS; j++)
 		{
 			LWLockInitialize(&slots[j].lock, pmhash_ctl->seg_tranche);
+			slots[j].loaded = true;
+			slots[j].rec_first = 0;
+			slots[j].rec_count = 0;
 			pmh_meta_reset(&slots[j].meta, 0);
 		}
 	}
@@ -508,6 +531,8 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		shared->shmem_bytes = 0;
 		shared->unusable = false;
 		pg_atomic_init_u64(&shared->entries, 0);
+		pg_atomic_init_u64(&shared->unloaded, 0);
+		pmhash_clear_shared(shared);
 	}
 	LWLockRelease(pmhash_htab_lock);
 	return shared;
@@ -625,7 +650,7 @@ pmhash_load(PmhashIndex *idx)
 	uint32	   *owner;
 	uint64	   *scratch;
 	uint64		nseg;
-	uint64		entries = 0;
+	uint64		nunloaded = 0;
 	uint32	   *dir;
 	uint64		i;
 
@@ -666,7 +691,7 @@ pmhash_load(PmhashIndex *idx)
 	roles = palloc(sizeof(PmhSegRole) * nseg);
 	owner = palloc(sizeof(uint32) * nseg);
 	scratch = palloc(sizeof(uint64) * 2 * nseg);
-	if (pmh_recover(&local->pool, roles, owner, scratch, &res) != 0)
+	if (pmh_recover_words(&local->pool, roles, owner, scratch, &res) != 0)
 	{
 		if (res.error[0] == '\0')
 			pmhash_report_io_error(rel, "repair");
@@ -682,7 +707,13 @@ pmhash_load(PmhashIndex *idx)
 						RelationGetRelationName(rel),
 						(unsigned long long) res.orphans_cleared)));
 
-	/* shared arrays, then the metadata of every segment in use */
+	/*
+	 * Shared arrays, the free stack (its segments are checked for zero only
+	 * when taken: pmhash_reserve_segments), and the words of the segments
+	 * in use.  The entries of a primary segment and its chain are read when
+	 * the segment is first used (pmhash_lock_segment) or by the prewarm
+	 * worker: here only the words, so that the index is usable at once.
+	 */
 	pmhash_extend_shared(shared, nseg);
 	shared->nfree = 0;
 	for (i = nseg; i > 0; i--)
@@ -696,22 +727,27 @@ pmhash_load(PmhashIndex *idx)
 			stack[shared->nfree++] = (uint32) s;
 		}
 	}
+	shared->free_unchecked = shared->nfree;
 	for (i = 0; i < nseg; i++)
 	{
-		PmhSegMeta *m = &pmhash_seg_slot(idx, (uint32) i)->meta;
+		PmhashSegSlot *slot = pmhash_seg_slot(idx, (uint32) i);
+		PmhSegHeader *h = pmh_seg_header(&local->pool, (uint32) i);
 
-		if (roles[i] == PMH_SEG_PRIMARY)
-			pmh_meta_load(&local->pool, (uint32) i,
-						  pmh_seg_header(&local->pool, (uint32) i)->word, m);
-		else if (roles[i] == PMH_SEG_OVERFLOW)
-			pmh_meta_load(&local->pool, (uint32) i,
-						  pmh_seg_header(&local->pool, owner[i])->word, m);
+		if (roles[i] == PMH_SEG_PRIMARY || roles[i] == PMH_SEG_OVERFLOW)
+		{
+			slot->meta.word = h->word;
+			slot->meta.ovf_next = h->ovf_next == 0 ? PMH_NO_SEGMENT :
+				(uint32) (h->ovf_next - 1);
+			if (roles[i] == PMH_SEG_PRIMARY)
+			{
+				slot->loaded = false;
+				nunloaded++;
+			}
+		}
 		else if (roles[i] == PMH_SEG_LOG)
-			pmh_meta_reset(m, pmh_seg_header(&local->pool, (uint32) i)->word);
-		else
-			pmh_meta_reset(m, 0);
-		entries += m->nlive;
+			pmh_meta_reset(&slot->meta, h->word);
 	}
+	pg_atomic_write_u64(&shared->unloaded, nunloaded);
 
 	shared->dir = pmhash_shared_alloc(shared,
 								   sizeof(uint32) * ((size_t) 1 << res.global_depth));
@@ -725,9 +761,9 @@ pmhash_load(PmhashIndex *idx)
 
 	shared->primaries = res.primaries;
 	shared->overflows = res.overflows;
-	pg_atomic_write_u64(&shared->entries, entries);
+	pg_atomic_write_u64(&shared->entries, 0);
 
-	/* entries of the backup log that never reached their segment */
+	/* the live slots of the backup log, sorted by segment */
 	pmhash_check_local(idx);
 	pmhash_log_recover(idx);
 	shared->state = PMHASH_STATE_READY;
@@ -978,14 +1014,33 @@ pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
 	PmhashShared *shared = idx->shared;
 	uint64		grow;
 
-	Assert(idx->mode == LW_EXCLUSIVE);
-	if (shared->nfree >= (uint32) nsegs)
-		return;
+	uint32	   *stack;
+	uint32		p;
 
-	grow = Max((uint64) nsegs + 15, shared->nsegments / 2);
-	grow = Min(grow, Max((uint64) nsegs, 65536));
-	pmhash_pool_grow(idx->rel, idx->local, shared->nsegments + grow);
-	pmhash_extend_shared(shared, shared->nsegments + grow);
+	Assert(idx->mode == LW_EXCLUSIVE);
+	if (shared->nfree < (uint32) nsegs)
+	{
+		grow = Max((uint64) nsegs + 15, shared->nsegments / 2);
+		grow = Min(grow, Max((uint64) nsegs, 65536));
+		pmhash_pool_grow(idx->rel, idx->local, shared->nsegments + grow);
+		pmhash_extend_shared(shared, shared->nsegments + grow);
+	}
+
+	/*
+	 * The segments about to be taken must be zero on the media (see
+	 * pmh_prepare_free_segment); those left by the last load were not
+	 * checked yet.
+	 */
+	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	for (p = shared->nfree - (uint32) nsegs; p < shared->nfree; p++)
+	{
+		if (p >= shared->free_unchecked)
+			break;
+		if (pmh_prepare_free_segment(&idx->local->pool, stack[p]) < 0)
+			pmhash_report_io_error(idx->rel, "zero a free segment of");
+	}
+	shared->free_unchecked = Min(shared->free_unchecked,
+								 shared->nfree - (uint32) nsegs);
 }
 
 /*
@@ -1030,6 +1085,7 @@ pmhash_split_segment(PmhashIndex *idx, uint32 segno)
 	uint32	   *dir;
 	uint32		before;
 
+	Assert(pmhash_seg_slot(idx, segno)->loaded);
 	pmhash_reserve_segments(idx, pmh_segments_needed_for_split(&idx->cb, segno));
 	pmhash_prepare_directory(idx, segno);
 

@@ -201,8 +201,13 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 		pmhash_attach(index, LW_SHARED, &idx);
 		segno = pmhash_lookup_segment(&idx, pos);
+		if (!pmhash_lock_segment(&idx, segno, LW_EXCLUSIVE))
+		{
+			/* loading it changed the structure: look again */
+			pmhash_detach(&idx);
+			continue;
+		}
 		slot = pmhash_seg_slot(&idx, segno);
-		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
 		word = slot->meta.word;
 		got = pmhash_vacuum_pending(&idx, segno, pmhash_vac_dead, &vs,
 									&remaining);
@@ -210,7 +215,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		for (seg = slot->meta.ovf_next; seg != PMH_NO_SEGMENT;
 			 seg = pmhash_seg_slot(&idx, seg)->meta.ovf_next)
 			got += pmhash_vacuum_segment(&idx, seg, word, &vs, &remaining);
-		LWLockRelease(&slot->lock);
+		pmhash_unlock_segment(&idx, segno);
 		if (got > 0)
 			pg_atomic_fetch_sub_u64(&idx.shared->entries, got);
 		pmhash_detach(&idx);

@@ -231,6 +231,7 @@ pmhash_prewarm_index(Oid indexoid)
 			PmhashIndex idx;
 
 			pmhash_attach(index, LW_SHARED, &idx);
+			pmhash_load_all(&idx, true);
 			pmhash_detach(&idx);
 			relation_close(index, AccessShareLock);
 		}

@@ -3690,6 +3690,27 @@ test_recover_zeroes_free(void)
 	/* a second recovery finds nothing to do */
 	CHECK(tpool_recover(&tp, &res, NULL, NULL) == 0);
 	CHECK(res.free_zeroed == 0);
+
+	/*
+	 * The server's way: recovery reads only the words and leaves the dirty
+	 * free segment as it is; taking it zeroes it, once.
+	 */
+	memcpy(segbytes + PMH_LINE_BYTES,
+		   pmh_seg_entries(&tp.pool, tp.dir[0]), 4 * PMH_LINE_BYTES);
+	tp.lazy_free = true;
+	CHECK(tpool_recover(&tp, &res, NULL, NULL) == 0);
+	CHECK(res.free_zeroed == 0);
+	CHECK(segbytes[PMH_LINE_BYTES] != 0 || segbytes[PMH_LINE_BYTES + 8] != 0);
+	verify_model(&tp, &m, 500, "after recovery that left a dirty free segment");
+	CHECK(pmh_prepare_free_segment(&tp.pool, f) == 1);
+	zero = true;
+	for (i = 0; i < PMH_SEG_BYTES; i++)
+		zero = zero && segbytes[i] == 0;
+	CHECK(zero);
+	CHECK(pmh_prepare_free_segment(&tp.pool, f) == 0);
+	/* and the workload goes on, taking free segments as it needs */
+	workload_random(&tp, &m, 3000, true);
+	verify_model(&tp, &m, 500, "after more work on a lazily recovered pool");
 	model_free(&m);
 	tpool_close(&tp);
 }

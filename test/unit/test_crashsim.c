@@ -416,6 +416,8 @@ check_image(Sim *sim, const char *bytes, size_t len, bool torn,
 
 	if (!tpool_from_bytes(&rec, bytes, len, "crash"))
 		return false;
+	/* every other image: free segments zeroed when taken, as the server */
+	rec.lazy_free = (sim->checked % 2) == 1;
 	memset(&rsh, 0, sizeof(rsh));
 	if (crash_recovery)
 		shadow_start(&rsh, &rec);

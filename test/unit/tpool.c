@@ -82,6 +82,8 @@ cb_alloc_segment(void *arg)
 	if (tp->alloc_budget > 0)
 		tp->alloc_budget--;
 	segno = tp->freesegs[--tp->nfree];
+	if (tp->lazy_free)
+		CHECK(pmh_prepare_free_segment(&tp->pool, segno) >= 0);
 	tp->role[segno] = T_OVERFLOW;	/* until told otherwise */
 	tp->allocs++;
 	tp->last_alloc = segno;
@@ -482,7 +484,10 @@ tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
 	uint64		i;
 	int			rc;
 
-	rc = pmh_recover(&tp->pool, roles, owner, scratch, res);
+	if (tp->lazy_free)
+		rc = pmh_recover_words(&tp->pool, roles, owner, scratch, res);
+	else
+		rc = pmh_recover(&tp->pool, roles, owner, scratch, res);
 	free(scratch);
 	if (rc == 0)
 	{

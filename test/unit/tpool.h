@@ -58,6 +58,8 @@ typedef struct TPool
 	uint32	   *dir;			/* 1 << gd entries */
 	int			gd;
 	int			alloc_budget;	/* < 0: unlimited */
+	bool		lazy_free;		/* as the server: recovery leaves free
+								 * segments alone, taking one zeroes it */
 	int			allocs;			/* allocations since last reset */
 	uint32		last_alloc;
 	uint64		splits;

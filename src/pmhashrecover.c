@@ -1,0 +1,423 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashrecover.c
+ *	  Rebuilding an index's shared state after a restart, one primary
+ *	  segment at a time.
+ *
+ * pmhash_load (pmhashshmem.c) reads only the segment words: it validates
+ * the structure, builds the directory and the free list, and with
+ * pmhash_log_recover below sorts the live slots of the backup log by the
+ * primary segment their hash belongs to.  That is enough to make the index
+ * usable: the entries of a primary segment and its overflow chain are read
+ * (occupancy, fingerprints, and the D-bucket of log entries the segment
+ * lacks) by whoever locks the segment first, through pmhash_lock_segment,
+ * and by the prewarm worker in the background (pmhash_load_all).  See
+ * "Recovery" in README.pmhash.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/* the backup-log slots recovery found live, sorted by segment */
+static inline uint32 *
+pmhash_reclist(PmhashShared *shared)
+{
+	return (uint32 *) pmhash_dsa_address(shared->reclist);
+}
+
+/* give back the sorted log slots (index lock exclusive, or the last user) */
+void
+pmhash_recover_free_list(PmhashShared *shared)
+{
+	if (DsaPointerIsValid(shared->reclist))
+		pmhash_shared_free(shared, shared->reclist,
+						   sizeof(uint32) * shared->reclen);
+	shared->reclist = InvalidDsaPointer;
+	shared->reclen = 0;
+}
+
+/*
+ * Set up the backup-log state after the segment words were loaded (index
+ * lock exclusive, every primary segment not loaded yet): every live log
+ * slot is marked pending -- nobody may reuse its line until the slot's
+ * segment is loaded and tells whether the segment holds the entry -- and
+ * listed under its primary segment.  Reads the log once; touches no
+ * segment.
+ */
+void
+pmhash_log_recover(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	PmhPool    *pool = &idx->local->pool;
+	uint32		nlines;
+	uint64	   *found;
+	uint32		nfound = 0;
+	uint32	   *fill;
+	uint32	   *list;
+	uint32		first = 0;
+	uint32		l;
+	uint32		i;
+
+	Assert(idx->mode == LW_EXCLUSIVE);
+	pmhash_log_init_shared(idx);
+	nlines = pmhash_log_nlines(shared);
+
+	/* (segment, slot) of every live slot, in log order */
+	found = palloc_extended(sizeof(uint64) * nlines * PMH_BUCKET_SLOTS,
+							MCXT_ALLOC_HUGE);
+	for (l = 0; l < nlines; l++)
+	{
+		const PmhEntry *e = pmh_log_line(pool, l);
+		PmhashLogLine *ls = pmhash_log_line_state(shared, l);
+		int			s;
+
+		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+		{
+			uint32		segno;
+
+			if (!pmh_log_entry_is_live(&e[s]))
+				continue;
+			segno = pmhash_lookup_segment(idx, e[s].hash);
+			pmhash_seg_slot(idx, segno)->rec_count++;
+			ls->pending |= (uint16) (1 << s);
+			found[nfound++] = ((uint64) segno << 32) |
+				(l * PMH_BUCKET_SLOTS + s);
+		}
+	}
+	shared->log_pending = nfound;
+	shared->log_unverified = nfound;
+	if (nfound == 0)
+	{
+		pfree(found);
+		return;
+	}
+
+	/* a counting sort by segment into the shared list */
+	shared->reclist = pmhash_shared_alloc(shared, sizeof(uint32) * nfound);
+	shared->reclen = nfound;
+	list = pmhash_reclist(shared);
+	fill = palloc_extended(sizeof(uint32) * shared->nsegments,
+						   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	for (i = 0; i < shared->nsegments; i++)
+	{
+		PmhashSegSlot *slot = pmhash_seg_slot(idx, i);
+
+		slot->rec_first = first;
+		first += slot->rec_count;
+	}
+	for (i = 0; i < nfound; i++)
+	{
+		uint32		segno = (uint32) (found[i] >> 32);
+
+		list[pmhash_seg_slot(idx, segno)->rec_first + fill[segno]++] =
+			(uint32) found[i];
+	}
+	pfree(fill);
+	pfree(found);
+	ereport(DEBUG1,
+			(errmsg_internal("pmhash index \"%s\": %u live backup-log entries to sort out",
+							 RelationGetRelationName(idx->rel), nfound)));
+}
+
+/*
+ * Read the metadata of primary segment segno and its overflow chain from
+ * the pool; returns the number of live entries.  The caller holds the
+ * segment lock exclusively, or the index lock exclusively.
+ */
+static uint64
+pmhash_load_chain(PmhashIndex *idx, uint32 segno)
+{
+	PmhPool    *pool = &idx->local->pool;
+	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	uint64		word = pmh_seg_header(pool, segno)->word;
+	uint64		nlive;
+	uint32		o;
+
+	Assert(word == meta->word);
+	pmh_meta_load(pool, segno, word, meta);
+	nlive = meta->nlive;
+	for (o = meta->ovf_next; o != PMH_NO_SEGMENT;)
+	{
+		PmhSegMeta *om = &pmhash_seg_slot(idx, o)->meta;
+
+		pmh_meta_load(pool, o, word, om);
+		nlive += om->nlive;
+		o = om->ovf_next;
+	}
+	return nlive;
+}
+
+/*
+ * A segment's log slots were sorted out: count them off, and count the
+ * segment as loaded.  The last one gives back the sorted list: nobody reads
+ * it once every segment is loaded.
+ */
+static void
+pmhash_segment_loaded(PmhashIndex *idx, PmhashSegSlot *slot)
+{
+	PmhashShared *shared = idx->shared;
+
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	Assert(shared->log_unverified >= slot->rec_count);
+	shared->log_unverified -= slot->rec_count;
+	slot->rec_count = 0;
+	if (pg_atomic_sub_fetch_u64(&shared->unloaded, 1) == 0)
+		pmhash_recover_free_list(shared);
+	LWLockRelease(&shared->loglock);
+}
+
+/*
+ * Load primary segment segno with its segment lock exclusive and the index
+ * lock shared.  The log entries the segment lacks go into its (empty)
+ * D-bucket; the others are released.  When more are missing than a
+ * D-bucket holds, placing them may need a split: returns false having
+ * changed nothing, and the caller loads with the index lock exclusive.
+ */
+static bool
+pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
+						   PmhashSegSlot *slot)
+{
+	PmhPool    *pool = &idx->local->pool;
+	uint32		n = slot->rec_count;
+	uint32	   *list = n > 0 ? pmhash_reclist(idx->shared) + slot->rec_first : NULL;
+	uint32	   *released = NULL;
+	uint32		missing[PMH_DBUCKET_SLOTS];
+	uint32		nmissing = 0;
+	uint32		nreleased = 0;
+	uint64		nlive;
+	uint32		i;
+
+	nlive = pmhash_load_chain(idx, segno);
+	if (n > 0)
+		released = palloc(sizeof(uint32) * n);
+	for (i = 0; i < n; i++)
+	{
+		const PmhEntry *e = pmh_log_entry(pool, list[i]);
+
+		Assert(pmh_log_entry_is_live(e) &&
+			   pmh_hash_in_segment(e->hash, slot->meta.word));
+		if (pmh_contains(pool, &idx->cb, segno, e->hash, e->tag))
+			released[nreleased++] = list[i];
+		else if (nmissing < PMH_DBUCKET_SLOTS)
+			missing[nmissing++] = list[i];
+		else
+		{
+			pfree(released);
+			return false;
+		}
+	}
+
+	/* a failing persist (log release while VACUUM runs) is a PANIC */
+	START_CRIT_SECTION();
+	Assert(slot->meta.npending == 0);
+	for (i = 0; i < nmissing; i++)
+	{
+		const PmhEntry *e = pmh_log_entry(pool, missing[i]);
+
+		pmh_pending_add(&slot->meta, e->hash, e->tag, missing[i]);
+	}
+	slot->loaded = true;
+	pmhash_log_release(idx, released, (int) nreleased, false);
+	END_CRIT_SECTION();
+
+	pg_atomic_fetch_add_u64(&idx->shared->entries, nlive + nmissing);
+	pmhash_segment_loaded(idx, slot);
+	if (released)
+		pfree(released);
+	return true;
+}
+
+/* error context of a segment load */
+typedef struct PmhashSegLoadContext
+{
+	PmhashIndex *idx;
+	uint32		segno;
+} PmhashSegLoadContext;
+
+static void
+pmhash_segment_load_context(void *arg)
+{
+	PmhashSegLoadContext *c = (PmhashSegLoadContext *) arg;
+	char		path[MAXPGPATH];
+
+	pmhash_pool_path(&c->idx->shared->key, path, sizeof(path));
+	errcontext("loading segment %u of pool file \"%s\" of pmhash index \"%s\"",
+			   c->segno, path, RelationGetRelationName(c->idx->rel));
+}
+
+/*
+ * Load primary segment segno with the index lock exclusive: the log
+ * entries it lacks are placed as new ones would be (relocating, splitting
+ * as needed).  An ERROR here (out of disk or shared memory in a split)
+ * discards the whole shared state: the next user loads it again.
+ */
+static void
+pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
+{
+	PmhashShared *shared = idx->shared;
+	PmhPool    *pool = &idx->local->pool;
+	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+	uint32		n = slot->rec_count;
+	uint32	   *list = NULL;
+	uint32	   *released = NULL;
+	uint32		nreleased = 0;
+
+	Assert(idx->mode == LW_EXCLUSIVE && !slot->loaded);
+	if (n > 0)
+	{
+		/* placing entries can move the shared arrays: copy the list */
+		list = palloc(sizeof(uint32) * n);
+		memcpy(list, pmhash_reclist(shared) + slot->rec_first,
+			   sizeof(uint32) * n);
+		released = palloc(sizeof(uint32) * n);
+	}
+
+	PG_TRY();
+	{
+		PmhashSegLoadContext c;
+		ErrorContextCallback errcb;
+		uint32		i;
+
+		c.idx = idx;
+		c.segno = segno;
+		errcb.callback = pmhash_segment_load_context;
+		errcb.arg = &c;
+		errcb.previous = error_context_stack;
+		error_context_stack = &errcb;
+
+		pg_atomic_fetch_add_u64(&shared->entries,
+								pmhash_load_chain(idx, segno));
+		slot->loaded = true;
+		for (i = 0; i < n; i++)
+		{
+			/* placing may grow (and remap) the pool: copy the entry */
+			PmhEntry	e = *pmh_log_entry(pool, list[i]);
+			uint32		owner = pmhash_lookup_segment(idx, e.hash);
+
+			Assert(pmh_log_entry_is_live(&e));
+			if (pmh_contains(pool, &idx->cb, owner, e.hash, e.tag))
+				released[nreleased++] = list[i];
+			else
+				pmhash_place_pending(idx, e.hash, e.tag, list[i]);
+		}
+		START_CRIT_SECTION();
+		pmhash_log_release(idx, released, (int) nreleased, false);
+		END_CRIT_SECTION();
+		pmhash_segment_loaded(idx, slot);
+		error_context_stack = errcb.previous;
+	}
+	PG_CATCH();
+	{
+		pmhash_discard_shared(shared);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	if (list)
+	{
+		pfree(list);
+		pfree(released);
+	}
+}
+
+/*
+ * Lock primary segment segno in mode, loading it first if this is its
+ * first use since the restart.  With the index lock exclusive no segment
+ * lock is taken (nobody else can hold one).  Returns true with the segment
+ * locked and loaded.  Returns false, with nothing locked, when the load
+ * needed the index lock exclusively: the structure may have changed, and
+ * the caller must look the segment up again (the index lock is held in the
+ * caller's mode again).
+ */
+bool
+pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
+{
+	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+	LWLockMode	entry_mode = idx->mode;
+
+	if (entry_mode == LW_EXCLUSIVE)
+	{
+		if (likely(slot->loaded))
+			return true;
+		pmhash_load_segment_exclusive(idx, segno);
+		return false;
+	}
+
+	LWLockAcquire(&slot->lock, mode);
+	if (likely(slot->loaded))
+		return true;
+	if (mode != LW_EXCLUSIVE)
+	{
+		LWLockRelease(&slot->lock);
+		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+	}
+	if (!slot->loaded && !pmhash_load_segment_shared(idx, segno, slot))
+	{
+		LWLockRelease(&slot->lock);
+		pmhash_relock(idx, LW_EXCLUSIVE);
+		slot = pmhash_seg_slot(idx, segno);
+		if (!slot->loaded)
+			pmhash_load_segment_exclusive(idx, segno);
+		pmhash_relock(idx, entry_mode);
+		return false;
+	}
+	if (mode != LW_EXCLUSIVE)
+	{
+		/* loaded stays loaded while the index lock is held */
+		LWLockRelease(&slot->lock);
+		LWLockAcquire(&slot->lock, mode);
+	}
+	return true;
+}
+
+/* release what pmhash_lock_segment took */
+void
+pmhash_unlock_segment(PmhashIndex *idx, uint32 segno)
+{
+	if (idx->mode != LW_EXCLUSIVE)
+		LWLockRelease(&pmhash_seg_slot(idx, segno)->lock);
+}
+
+/*
+ * Load every primary segment not loaded yet (index lock in any mode; held
+ * in the same mode on return).  With "yield", the index lock is let go
+ * every PMHASH_LOAD_BATCH segments, so that a backend waiting for it
+ * exclusively (a split) is not held up by a long load.
+ */
+#define PMHASH_LOAD_BATCH		256
+
+void
+pmhash_load_all(PmhashIndex *idx, bool yield)
+{
+	uint32		segno;
+	uint32		done = 0;
+
+	for (segno = 0; segno < idx->shared->nsegments; segno++)
+	{
+		PmhashSegSlot *slot;
+		uint64		w;
+
+		if (pg_atomic_read_u64(&idx->shared->unloaded) == 0)
+			break;
+		slot = pmhash_seg_slot(idx, segno);
+		w = slot->meta.word;
+		/*
+		 * The words do not change under the index lock, and "loaded" only
+		 * to true: pmhash_lock_segment looks again under the segment lock.
+		 */
+		if (slot->loaded || !pmh_segword_is_valid(w) ||
+			pmh_segword_is_overflow(w))
+			continue;
+		if (pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
+			pmhash_unlock_segment(idx, segno);
+		if (yield && ++done % PMHASH_LOAD_BATCH == 0)
+		{
+			pmhash_relock(idx, idx->mode);
+			CHECK_FOR_INTERRUPTS();
+		}
+	}
+}
