@@ -124,25 +124,6 @@ pmh_tag_make(uint64 hash, uint32 block, uint16 offset)
 		((uint64) block << 16) | offset;
 }
 
-/*
- * Is this entry live in a segment whose (owner) primary word is owner_word?
- * Entries left behind by a split fail the prefix test; torn entries fail the
- * marker or the fingerprint copy.
- */
-bool
-pmh_entry_is_live(const PmhEntry *e, uint64 owner_word)
-{
-	uint64		tag = e->tag;
-
-	if ((tag >> 56) != PMH_TAG_LIVE)
-		return false;
-	if (((tag >> 48) & 0xff) != pmh_fingerprint(e->hash))
-		return false;
-	if (pmh_tag_offset(tag) == 0)
-		return false;
-	return pmh_hash_in_segment(e->hash, owner_word);
-}
-
 /* ---------------------------------------------------------------------
  * The pool header
  * ---------------------------------------------------------------------
@@ -1142,17 +1123,6 @@ pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
  * owns its hash does not contain it (see README.pmhash, "Backup log").
  * ---------------------------------------------------------------------
  */
-
-/* does a backup-log slot hold an entry (no prefix test: it has no owner) */
-bool
-pmh_log_entry_is_live(const PmhEntry *e)
-{
-	uint64		tag = e->tag;
-
-	return (tag >> 56) == PMH_TAG_LIVE &&
-		((tag >> 48) & 0xff) == pmh_fingerprint(e->hash) &&
-		pmh_tag_offset(tag) != 0;
-}
 
 /*
  * Write n entries into backup-log line "line" from slot "first" on and

@@ -322,7 +322,6 @@ pmh_hash_in_segment(uint64 hash, uint64 word)
 
 /* ---- entries ---- */
 extern uint64 pmh_tag_make(uint64 hash, uint32 block, uint16 offset);
-extern bool pmh_entry_is_live(const PmhEntry *e, uint64 owner_word);
 
 static inline uint32
 pmh_tag_block(uint64 tag)
@@ -334,6 +333,36 @@ static inline uint16
 pmh_tag_offset(uint64 tag)
 {
 	return (uint16) (tag & 0xffff);
+}
+
+/*
+ * Is this entry live in a segment whose (owner) primary word is owner_word?
+ * Entries left behind by a split fail the prefix test; torn entries fail the
+ * marker or the fingerprint copy.
+ */
+static inline bool
+pmh_entry_is_live(const PmhEntry *e, uint64 owner_word)
+{
+	uint64		tag = e->tag;
+
+	if ((tag >> 56) != PMH_TAG_LIVE)
+		return false;
+	if (((tag >> 48) & 0xff) != pmh_fingerprint(e->hash))
+		return false;
+	if (pmh_tag_offset(tag) == 0)
+		return false;
+	return pmh_hash_in_segment(e->hash, owner_word);
+}
+
+/* does a backup-log slot hold an entry (no prefix test: it has no owner) */
+static inline bool
+pmh_log_entry_is_live(const PmhEntry *e)
+{
+	uint64		tag = e->tag;
+
+	return (tag >> 56) == PMH_TAG_LIVE &&
+		((tag >> 48) & 0xff) == pmh_fingerprint(e->hash) &&
+		pmh_tag_offset(tag) != 0;
 }
 
 /* ---- the pool ---- */
@@ -434,7 +463,6 @@ extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
 						 uint32 segno, uint64 hash, uint64 tag);
 
 /* ---- the backup log and D-buckets ---- */
-extern bool pmh_log_entry_is_live(const PmhEntry *e);
 extern int	pmh_log_write(PmhPool *pool, uint32 line, int first,
 						  const PmhEntry *entries, int n);
 extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,

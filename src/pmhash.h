@@ -143,6 +143,10 @@ typedef struct PmhashShared
 	uint32		reclen;
 	uint32		log_unverified; /* log slots marked pending whose segment
 								 * is not loaded yet (under loglock) */
+	bool		load_blocked;	/* a segment load with the index lock
+								 * exclusive failed half way: finish it
+								 * before anything else (index lock) */
+	uint32		blocked_segno;
 
 	/* the backup log (pmhashlog.c) */
 	LWLock		loglock;		/* protects the fields below */
@@ -289,7 +293,7 @@ extern void pmhash_attach_new(Relation index, uint64 pool_id,
 							  PmhashIndex *idx);
 extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
-extern void pmhash_discard_shared(PmhashShared *shared);
+extern void pmhash_relock_interruptible(PmhashIndex *idx);
 extern PmhashSegSlot *pmhash_seg_slot(PmhashIndex *idx, uint32 segno);
 extern uint32 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);

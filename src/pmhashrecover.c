@@ -23,6 +23,13 @@
 
 #include "pmhash.h"
 
+/*
+ * Set while this backend finishes a segment load with the index lock
+ * exclusive: placing the segment's entries locks segments itself, and must
+ * not start that load again.
+ */
+static bool pmhash_loading_tail = false;
+
 /* the backup-log slots recovery found live, sorted by segment */
 static inline uint32 *
 pmhash_reclist(PmhashShared *shared)
@@ -54,10 +61,12 @@ pmhash_log_recover(PmhashIndex *idx)
 {
 	PmhashShared *shared = idx->shared;
 	PmhPool    *pool = &idx->local->pool;
+	const uint32 *dir = pmhash_dsa_address(shared->dir);
+	int			gd = shared->global_depth;
 	uint32		nlines;
 	uint64	   *found;
 	uint32		nfound = 0;
-	uint32	   *fill;
+	uint32	   *next;
 	uint32	   *list;
 	uint32		first = 0;
 	uint32		l;
@@ -67,13 +76,20 @@ pmhash_log_recover(PmhashIndex *idx)
 	pmhash_log_init_shared(idx);
 	nlines = pmhash_log_nlines(shared);
 
-	/* (segment, slot) of every live slot, in log order */
+	/*
+	 * (segment, slot) of every live slot, in log order, and the count per
+	 * segment: in backend memory, which the pass reads sequentially but for
+	 * the directory and the counts (4 bytes per segment, cache-sized), not
+	 * the segments' shared slots.
+	 */
 	found = palloc_extended(sizeof(uint64) * nlines * PMH_BUCKET_SLOTS,
 							MCXT_ALLOC_HUGE);
+	next = palloc_extended(sizeof(uint32) * shared->nsegments,
+						   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	for (l = 0; l < nlines; l++)
 	{
 		const PmhEntry *e = pmh_log_line(pool, l);
-		PmhashLogLine *ls = pmhash_log_line_state(shared, l);
+		uint16		live = 0;
 		int			s;
 
 		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
@@ -82,17 +98,26 @@ pmhash_log_recover(PmhashIndex *idx)
 
 			if (!pmh_log_entry_is_live(&e[s]))
 				continue;
-			segno = pmhash_lookup_segment(idx, e[s].hash);
-			pmhash_seg_slot(idx, segno)->rec_count++;
-			ls->pending |= (uint16) (1 << s);
+			segno = dir[pmh_dir_index(e[s].hash, gd)];
+			next[segno]++;
+			live |= (uint16) (1 << s);
 			found[nfound++] = ((uint64) segno << 32) |
 				(l * PMH_BUCKET_SLOTS + s);
 		}
+
+		/*
+		 * Zeros stored into lines taken for reuse before the restart may
+		 * never have reached the media: the first VACUUM flushes every line
+		 * whole (see "Backup log and VACUUM" in README.pmhash).
+		 */
+		pmhash_log_line_state(shared, l)->pending = live;
+		pmhash_log_line_state(shared, l)->zeroed = true;
 	}
 	shared->log_pending = nfound;
 	shared->log_unverified = nfound;
 	if (nfound == 0)
 	{
+		pfree(next);
 		pfree(found);
 		return;
 	}
@@ -101,23 +126,20 @@ pmhash_log_recover(PmhashIndex *idx)
 	shared->reclist = pmhash_shared_alloc(shared, sizeof(uint32) * nfound);
 	shared->reclen = nfound;
 	list = pmhash_reclist(shared);
-	fill = palloc_extended(sizeof(uint32) * shared->nsegments,
-						   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
 	for (i = 0; i < shared->nsegments; i++)
 	{
-		PmhashSegSlot *slot = pmhash_seg_slot(idx, i);
+		uint32		n = next[i];
 
-		slot->rec_first = first;
-		first += slot->rec_count;
+		if (n == 0)
+			continue;
+		pmhash_seg_slot(idx, i)->rec_first = first;
+		pmhash_seg_slot(idx, i)->rec_count = n;
+		next[i] = first;
+		first += n;
 	}
 	for (i = 0; i < nfound; i++)
-	{
-		uint32		segno = (uint32) (found[i] >> 32);
-
-		list[pmhash_seg_slot(idx, segno)->rec_first + fill[segno]++] =
-			(uint32) found[i];
-	}
-	pfree(fill);
+		list[next[found[i] >> 32]++] = (uint32) found[i];
+	pfree(next);
 	pfree(found);
 	ereport(DEBUG1,
 			(errmsg_internal("pmhash index \"%s\": %u live backup-log entries to sort out",
@@ -175,8 +197,10 @@ pmhash_segment_loaded(PmhashIndex *idx, PmhashSegSlot *slot)
  * Load primary segment segno with its segment lock exclusive and the index
  * lock shared.  The log entries the segment lacks go into its (empty)
  * D-bucket; the others are released.  When more are missing than a
- * D-bucket holds, placing them may need a split: returns false having
- * changed nothing, and the caller loads with the index lock exclusive.
+ * D-bucket holds, placing them may need a split: returns false, and the
+ * caller loads with the index lock exclusive.  Nobody else sees what was
+ * done then: the metadata read into the segment's slots while "loaded" is
+ * false (read again by the next load).
  */
 static bool
 pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
@@ -251,10 +275,17 @@ pmhash_segment_load_context(void *arg)
 }
 
 /*
- * Load primary segment segno with the index lock exclusive: the log
- * entries it lacks are placed as new ones would be (relocating, splitting
- * as needed).  An ERROR here (out of disk or shared memory in a split)
- * discards the whole shared state: the next user loads it again.
+ * Load primary segment segno with the index lock exclusive, or finish a
+ * load that failed: the log entries it lacks are placed as new ones would
+ * be (relocating, splitting as needed), one at a time, each taken off the
+ * segment's list once it is placed or released.  Placing can fail (out of
+ * disk or shared memory in a split) with part of the list done: the index
+ * then stays "blocked" on this segment -- its metadata and D-bucket are
+ * valid, but entries of its list (which may belong to a half split off
+ * meanwhile) are not in any D-bucket yet -- and every use of the index
+ * finishes this load first (pmhash_lock_segment), failing the same way
+ * until it can.  Nothing is discarded: other backends may hold on to the
+ * shared state (a flush in progress, a VACUUM's mark).
  */
 static void
 pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
@@ -262,66 +293,63 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 	PmhashShared *shared = idx->shared;
 	PmhPool    *pool = &idx->local->pool;
 	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
-	uint32		n = slot->rec_count;
-	uint32	   *list = NULL;
-	uint32	   *released = NULL;
-	uint32		nreleased = 0;
+	PmhashSegLoadContext c;
+	ErrorContextCallback errcb;
 
-	Assert(idx->mode == LW_EXCLUSIVE && !slot->loaded);
-	if (n > 0)
+	Assert(idx->mode == LW_EXCLUSIVE);
+	Assert(!pmhash_loading_tail);
+	if (!slot->loaded)
 	{
-		/* placing entries can move the shared arrays: copy the list */
-		list = palloc(sizeof(uint32) * n);
-		memcpy(list, pmhash_reclist(shared) + slot->rec_first,
-			   sizeof(uint32) * n);
-		released = palloc(sizeof(uint32) * n);
-	}
-
-	PG_TRY();
-	{
-		PmhashSegLoadContext c;
-		ErrorContextCallback errcb;
-		uint32		i;
-
-		c.idx = idx;
-		c.segno = segno;
-		errcb.callback = pmhash_segment_load_context;
-		errcb.arg = &c;
-		errcb.previous = error_context_stack;
-		error_context_stack = &errcb;
-
 		pg_atomic_fetch_add_u64(&shared->entries,
 								pmhash_load_chain(idx, segno));
 		slot->loaded = true;
-		for (i = 0; i < n; i++)
+	}
+	shared->load_blocked = true;
+	shared->blocked_segno = segno;
+
+	c.idx = idx;
+	c.segno = segno;
+	errcb.callback = pmhash_segment_load_context;
+	errcb.arg = &c;
+	errcb.previous = error_context_stack;
+	error_context_stack = &errcb;
+	pmhash_loading_tail = true;
+	PG_TRY();
+	{
+		while (slot->rec_count > 0)
 		{
+			uint32		logslot = pmhash_reclist(shared)[slot->rec_first];
+
 			/* placing may grow (and remap) the pool: copy the entry */
-			PmhEntry	e = *pmh_log_entry(pool, list[i]);
+			PmhEntry	e = *pmh_log_entry(pool, logslot);
 			uint32		owner = pmhash_lookup_segment(idx, e.hash);
 
-			Assert(pmh_log_entry_is_live(&e));
+			Assert(pmh_log_entry_is_live(&e) &&
+				   pmhash_seg_slot(idx, owner)->loaded);
 			if (pmh_contains(pool, &idx->cb, owner, e.hash, e.tag))
-				released[nreleased++] = list[i];
+			{
+				/* a failing persist (while VACUUM runs) is a PANIC */
+				START_CRIT_SECTION();
+				pmhash_log_release(idx, &logslot, 1, false);
+				END_CRIT_SECTION();
+			}
 			else
-				pmhash_place_pending(idx, e.hash, e.tag, list[i]);
+				pmhash_place_pending(idx, e.hash, e.tag, logslot);
+			LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+			slot->rec_first++;
+			slot->rec_count--;
+			shared->log_unverified--;
+			LWLockRelease(&shared->loglock);
 		}
-		START_CRIT_SECTION();
-		pmhash_log_release(idx, released, (int) nreleased, false);
-		END_CRIT_SECTION();
-		pmhash_segment_loaded(idx, slot);
-		error_context_stack = errcb.previous;
 	}
-	PG_CATCH();
+	PG_FINALLY();
 	{
-		pmhash_discard_shared(shared);
-		PG_RE_THROW();
+		pmhash_loading_tail = false;
 	}
 	PG_END_TRY();
-	if (list)
-	{
-		pfree(list);
-		pfree(released);
-	}
+	error_context_stack = errcb.previous;
+	shared->load_blocked = false;
+	pmhash_segment_loaded(idx, slot);
 }
 
 /*
@@ -336,42 +364,56 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 bool
 pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 {
+	PmhashShared *shared = idx->shared;
 	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
 	LWLockMode	entry_mode = idx->mode;
 
 	if (entry_mode == LW_EXCLUSIVE)
 	{
+		if (unlikely(shared->load_blocked) && !pmhash_loading_tail)
+		{
+			pmhash_load_segment_exclusive(idx, shared->blocked_segno);
+			return false;
+		}
 		if (likely(slot->loaded))
 			return true;
 		pmhash_load_segment_exclusive(idx, segno);
 		return false;
 	}
 
-	LWLockAcquire(&slot->lock, mode);
-	if (likely(slot->loaded))
-		return true;
-	if (mode != LW_EXCLUSIVE)
+	/* "blocked" is set and cleared under the index lock exclusive */
+	if (likely(!shared->load_blocked))
 	{
-		LWLockRelease(&slot->lock);
-		LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
-	}
-	if (!slot->loaded && !pmhash_load_segment_shared(idx, segno, slot))
-	{
-		LWLockRelease(&slot->lock);
-		pmhash_relock(idx, LW_EXCLUSIVE);
-		slot = pmhash_seg_slot(idx, segno);
-		if (!slot->loaded)
-			pmhash_load_segment_exclusive(idx, segno);
-		pmhash_relock(idx, entry_mode);
-		return false;
-	}
-	if (mode != LW_EXCLUSIVE)
-	{
-		/* loaded stays loaded while the index lock is held */
-		LWLockRelease(&slot->lock);
 		LWLockAcquire(&slot->lock, mode);
+		if (likely(slot->loaded))
+			return true;
+		if (mode != LW_EXCLUSIVE)
+		{
+			LWLockRelease(&slot->lock);
+			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+		}
+		if (slot->loaded || pmhash_load_segment_shared(idx, segno, slot))
+		{
+			if (mode != LW_EXCLUSIVE)
+			{
+				/* loaded stays loaded while the index lock is held */
+				LWLockRelease(&slot->lock);
+				LWLockAcquire(&slot->lock, mode);
+			}
+			return true;
+		}
+		LWLockRelease(&slot->lock);
 	}
-	return true;
+
+	/* load with the index lock exclusive, then look again */
+	pmhash_relock(idx, LW_EXCLUSIVE);
+	if (shared->load_blocked)
+		pmhash_load_segment_exclusive(idx, shared->blocked_segno);
+	slot = pmhash_seg_slot(idx, segno);
+	if (!slot->loaded)
+		pmhash_load_segment_exclusive(idx, segno);
+	pmhash_relock(idx, entry_mode);
+	return false;
 }
 
 /* release what pmhash_lock_segment took */
@@ -409,15 +451,12 @@ pmhash_load_all(PmhashIndex *idx, bool yield)
 		 * The words do not change under the index lock, and "loaded" only
 		 * to true: pmhash_lock_segment looks again under the segment lock.
 		 */
-		if (slot->loaded || !pmh_segword_is_valid(w) ||
-			pmh_segword_is_overflow(w))
+		if ((slot->loaded && slot->rec_count == 0) ||
+			!pmh_segword_is_valid(w) || pmh_segword_is_overflow(w))
 			continue;
 		if (pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
 			pmhash_unlock_segment(idx, segno);
 		if (yield && ++done % PMHASH_LOAD_BATCH == 0)
-		{
-			pmhash_relock(idx, idx->mode);
-			CHECK_FOR_INTERRUPTS();
-		}
+			pmhash_relock_interruptible(idx);
 	}
 }

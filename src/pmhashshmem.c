@@ -294,6 +294,8 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->reclist = InvalidDsaPointer;
 	shared->reclen = 0;
 	shared->log_unverified = 0;
+	shared->load_blocked = false;
+	shared->blocked_segno = 0;
 	pg_atomic_write_u64(&shared->unloaded, 0);
 }
 
@@ -321,16 +323,6 @@ pmhash_free_shared(PmhashShared *shared)
 	pmhash_recover_free_list(shared);
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
-}
-
-/*
- * Give up an index's shared state after a failure in the middle of
- * rebuilding it (index lock exclusive): the next user loads it again.
- */
-void
-pmhash_discard_shared(PmhashShared *shared)
-{
-	pmhash_free_shared(shared);
 }
 
 /* the shared slot (lock + metadata) of a segment */
@@ -992,6 +984,21 @@ pmhash_relock(PmhashIndex *idx, LWLockMode mode)
 	LWLockAcquire(&idx->shared->lock, mode);
 	idx->mode = mode;
 	pmhash_make_ready(idx, mode);
+}
+
+/*
+ * Let go of the index lock for a moment, answering interrupts (holding an
+ * LWLock holds them off), and take it again in the same mode: a long
+ * operation under the shared lock lets splits through, and can be
+ * cancelled.  Everything read under the lock must be looked up again.
+ */
+void
+pmhash_relock_interruptible(PmhashIndex *idx)
+{
+	LWLockRelease(&idx->shared->lock);
+	CHECK_FOR_INTERRUPTS();
+	LWLockAcquire(&idx->shared->lock, idx->mode);
+	pmhash_make_ready(idx, idx->mode);
 }
 
 /* the primary segment that holds a hash (index lock held) */

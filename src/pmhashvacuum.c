@@ -246,7 +246,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 /*
  * amvacuumcleanup: report the number of entries when no bulk delete ran
- * (the counter in shared memory is exact).
+ * (the counter in shared memory is exact once every segment is loaded).
  */
 IndexBulkDeleteResult *
 pmhashvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
@@ -260,6 +260,8 @@ pmhashvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 	{
 		stats = (IndexBulkDeleteResult *) palloc0(sizeof(IndexBulkDeleteResult));
 		pmhash_attach(info->index, LW_SHARED, &idx);
+		/* the counter covers the segments loaded since the restart */
+		pmhash_load_all(&idx, true);
 		stats->num_index_tuples = (double) pg_atomic_read_u64(&idx.shared->entries);
 		pmhash_detach(&idx);
 		stats->num_pages = RelationGetNumberOfBlocks(info->index);
