@@ -1447,18 +1447,58 @@ pmh_segment_is_zero(const PmhPool *pool, uint32 segno)
 	return true;
 }
 
-/* qsort comparator: by hash-space start, then shallower first */
-static int
-pmh_cmp_primary(const void *a, const void *b)
-{
-	uint64		wa = ((const uint64 *) a)[0];
-	uint64		wb = ((const uint64 *) b)[0];
+/*
+ * Sort n (start, depth << 32 | segno) pairs by start, then shallower first:
+ * an LSD radix sort on (start << 6 | depth), below 2^54, in four passes of
+ * 14 bits, through tmp (2 n words).  Returns the sorted array (a or tmp).
+ * Recovery sorts every primary segment: a comparison sort of 65536 of them
+ * took a fifth of the time to attach a 50-million-entry index.
+ */
+#define PMH_RADIX_BITS		14
+#define PMH_RADIX_PASSES	4
 
-	if (wa != wb)
-		return wa < wb ? -1 : 1;
-	wa = ((const uint64 *) a)[1];
-	wb = ((const uint64 *) b)[1];
-	return wa < wb ? -1 : (wa > wb ? 1 : 0);
+static uint64 *
+pmh_sort_primaries(uint64 *a, uint64 *tmp, uint64 n)
+{
+	uint32		count[1 << PMH_RADIX_BITS];
+	int			pass;
+
+	for (pass = 0; pass < PMH_RADIX_PASSES; pass++)
+	{
+		int			shift = pass * PMH_RADIX_BITS;
+		uint32		sum = 0;
+		uint64		i;
+		uint64	   *t;
+
+		memset(count, 0, sizeof(count));
+		for (i = 0; i < n; i++)
+		{
+			uint64		key = (a[2 * i] << 6) | (a[2 * i + 1] >> 32);
+
+			count[(key >> shift) & ((1 << PMH_RADIX_BITS) - 1)]++;
+		}
+		if (count[0] == n)
+			continue;			/* this digit is 0 everywhere */
+		for (i = 0; i < (1 << PMH_RADIX_BITS); i++)
+		{
+			uint32		c = count[i];
+
+			count[i] = sum;
+			sum += c;
+		}
+		for (i = 0; i < n; i++)
+		{
+			uint64		key = (a[2 * i] << 6) | (a[2 * i + 1] >> 32);
+			uint32		to = count[(key >> shift) & ((1 << PMH_RADIX_BITS) - 1)]++;
+
+			tmp[2 * to] = a[2 * i];
+			tmp[2 * to + 1] = a[2 * i + 1];
+		}
+		t = a;
+		a = tmp;
+		tmp = t;
+	}
+	return a;
 }
 
 /*
@@ -1489,8 +1529,8 @@ pmh_prepare_free_segment(PmhPool *pool, uint32 segno)
  * else: free segments are left as they are (pmh_prepare_free_segment makes
  * one fit for use when it is taken).  On return roles[] and owner[] (one
  * per segment of the mapping) tell each segment's role and, for overflow
- * segments, the owning primary.  "scratch" must hold 2 * nsegments uint64
- * values.
+ * segments, the owning primary.  "scratch" must hold
+ * PMH_RECOVER_SCRATCH(nsegments) uint64 values.
  *
  * Returns 0, or -1 with res->error set when the pool is corrupt, or -1 with
  * errno set (and res->error empty) when persisting a repair failed.
@@ -1504,6 +1544,7 @@ pmh_recover_words(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 	uint64		cover_end = 0;
 	int			accepted_depth = 0;
 	uint8		ext_seen[PMH_LOG_MAX_EXTS / 8];
+	uint64	   *sorted;
 	uint64		i;
 
 	memset(res, 0, sizeof(*res));
@@ -1553,13 +1594,13 @@ pmh_recover_words(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 		nprim++;
 	}
 
-	qsort(scratch, nprim, 2 * sizeof(uint64), pmh_cmp_primary);
+	sorted = pmh_sort_primaries(scratch, scratch + 2 * nseg, nprim);
 
 	for (i = 0; i < nprim; i++)
 	{
-		uint64		lo = scratch[2 * i];
-		int			depth = (int) (scratch[2 * i + 1] >> 32);
-		uint32		segno = (uint32) (scratch[2 * i + 1] & 0xffffffff);
+		uint64		lo = sorted[2 * i];
+		int			depth = (int) (sorted[2 * i + 1] >> 32);
+		uint32		segno = (uint32) (sorted[2 * i + 1] & 0xffffffff);
 
 		if (lo < cover_end)
 		{

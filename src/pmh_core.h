@@ -499,6 +499,9 @@ typedef struct PmhRecoveryResult
 	char		error[256];		/* non-empty: the pool is corrupt */
 } PmhRecoveryResult;
 
+/* uint64 words of scratch space recovery needs for a pool of n segments */
+#define PMH_RECOVER_SCRATCH(n)	(4 * (uint64) (n))
+
 extern int	pmh_recover_words(PmhPool *pool, PmhSegRole *roles,
 							  uint32 *owner, uint64 *scratch,
 							  PmhRecoveryResult *res);

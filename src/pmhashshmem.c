@@ -411,7 +411,16 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 			slots[j].loaded = true;
 			slots[j].rec_first = 0;
 			slots[j].rec_count = 0;
-			pmh_meta_reset(&slots[j].meta, 0);
+
+			/*
+			 * Only what is read of a free segment: whoever takes one resets
+			 * its metadata (pmh_meta_reset), and writing all 1.6 kB of
+			 * every slot took a tenth of the time to attach a large index.
+			 */
+			slots[j].meta.word = 0;
+			slots[j].meta.ovf_next = PMH_NO_SEGMENT;
+			slots[j].meta.nlive = 0;
+			slots[j].meta.npending = 0;
 		}
 	}
 
@@ -682,7 +691,8 @@ pmhash_load(PmhashIndex *idx)
 	nseg = pmh_pool_nsegments(&local->pool);
 	roles = palloc(sizeof(PmhSegRole) * nseg);
 	owner = palloc(sizeof(uint32) * nseg);
-	scratch = palloc(sizeof(uint64) * 2 * nseg);
+	scratch = palloc_extended(sizeof(uint64) * PMH_RECOVER_SCRATCH(nseg),
+							  MCXT_ALLOC_HUGE);
 	if (pmh_recover_words(&local->pool, roles, owner, scratch, &res) != 0)
 	{
 		if (res.error[0] == '\0')

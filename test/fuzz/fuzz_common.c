@@ -388,7 +388,7 @@ fz_pool_load(FzPool *fp, PmhRecoveryResult *res)
 	uint64		nseg = pmh_pool_nsegments(&fp->pool);
 	PmhSegRole *roles = pg_malloc(Max(nseg, 1) * sizeof(PmhSegRole));
 	uint32	   *owner = pg_malloc(Max(nseg, 1) * sizeof(uint32));
-	uint64	   *scratch = pg_malloc(Max(nseg, 1) * 2 * sizeof(uint64));
+	uint64	   *scratch = pg_malloc(PMH_RECOVER_SCRATCH(Max(nseg, 1)) * sizeof(uint64));
 	uint64		i;
 	int			rc;
 

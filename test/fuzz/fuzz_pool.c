@@ -528,7 +528,7 @@ check_recovery_idempotent(FzPool *fp, const PmhRecoveryResult *first, const char
 	uint64		nseg = fp->nseg;
 	PmhSegRole *roles = pg_malloc(Max(nseg, 1) * sizeof(PmhSegRole));
 	uint32	   *owner = pg_malloc(Max(nseg, 1) * sizeof(uint32));
-	uint64	   *scratch = pg_malloc(Max(nseg, 1) * 2 * sizeof(uint64));
+	uint64	   *scratch = pg_malloc(PMH_RECOVER_SCRATCH(Max(nseg, 1)) * sizeof(uint64));
 	PmhRecoveryResult res;
 	uint64		i;
 	int			rc;

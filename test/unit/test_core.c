@@ -1086,7 +1086,7 @@ test_recovery_clean(void)
 		uint64		nseg = tp.nseg;
 		PmhSegRole *r = pg_malloc(nseg * sizeof(PmhSegRole));
 		uint32	   *o = pg_malloc(nseg * sizeof(uint32));
-		uint64	   *sc = pg_malloc(2 * nseg * sizeof(uint64));
+		uint64	   *sc = pg_malloc(PMH_RECOVER_SCRATCH(nseg) * sizeof(uint64));
 
 		CHECK(pmh_recover(&tp.pool, r, o, sc, &res) == 0);
 		CHECK(res.orphans_cleared == 0 && res.error[0] == '\0');

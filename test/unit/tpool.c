@@ -480,7 +480,7 @@ tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
 	uint64		nseg = pmh_pool_nsegments(&tp->pool);
 	PmhSegRole *roles = pg_malloc0(Max(nseg, 1) * sizeof(PmhSegRole));
 	uint32	   *owner = pg_malloc0(Max(nseg, 1) * sizeof(uint32));
-	uint64	   *scratch = pg_malloc0(Max(nseg, 1) * 2 * sizeof(uint64));
+	uint64	   *scratch = pg_malloc0(PMH_RECOVER_SCRATCH(Max(nseg, 1)) * sizeof(uint64));
 	uint64		i;
 	int			rc;
 
