@@ -129,11 +129,13 @@ pmhash_log_recover(PmhashIndex *idx)
 	for (i = 0; i < shared->nsegments; i++)
 	{
 		uint32		n = next[i];
+		PmhashSegSlot *slot;
 
 		if (n == 0)
 			continue;
-		pmhash_seg_slot(idx, i)->rec_first = first;
-		pmhash_seg_slot(idx, i)->rec_count = n;
+		slot = pmhash_seg_slot(idx, i);
+		slot->rec_first = first;
+		slot->rec_count = n;
 		next[i] = first;
 		first += n;
 	}

@@ -241,14 +241,18 @@ pmhash_dsa_address(dsa_pointer dp)
 	return dsa_get_address(pmhash_area, dp);
 }
 
-/* allocate zeroed DSA memory for an index, or fail with a clear ERROR */
-dsa_pointer
-pmhash_shared_alloc(PmhashShared *shared, size_t size)
+/*
+ * Allocate DSA memory for an index, zeroed or not, or fail with a clear
+ * ERROR.
+ */
+static dsa_pointer
+pmhash_shared_alloc_extended(PmhashShared *shared, size_t size, bool zero)
 {
 	dsa_pointer dp;
 
 	dp = dsa_allocate_extended(pmhash_area, size,
-							   DSA_ALLOC_NO_OOM | DSA_ALLOC_ZERO | DSA_ALLOC_HUGE);
+							   DSA_ALLOC_NO_OOM | DSA_ALLOC_HUGE |
+							   (zero ? DSA_ALLOC_ZERO : 0));
 	if (!DsaPointerIsValid(dp))
 		ereport(ERROR,
 				(errcode(ERRCODE_OUT_OF_MEMORY),
@@ -258,6 +262,13 @@ pmhash_shared_alloc(PmhashShared *shared, size_t size)
 				 errhint("Increase pmhash.shared_memory and restart the server.")));
 	shared->shmem_bytes += size;
 	return dp;
+}
+
+/* allocate zeroed DSA memory for an index, or fail with a clear ERROR */
+dsa_pointer
+pmhash_shared_alloc(PmhashShared *shared, size_t size)
+{
+	return pmhash_shared_alloc_extended(shared, size, true);
 }
 
 /* free a DSA allocation of known size held by an index */
@@ -402,7 +413,9 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		int			j;
 
 		chunks[shared->nchunks] =
-			pmhash_shared_alloc(shared, sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
+			pmhash_shared_alloc_extended(shared,
+										 sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS,
+										 false);
 		slots = dsa_get_address(pmhash_area, chunks[shared->nchunks]);
 		shared->nchunks++;
 		for (j = 0; j < PMHASH_CHUNK_SEGS; j++)
