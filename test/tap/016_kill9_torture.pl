@@ -406,6 +406,11 @@ for my $mode (@modes)
 	$node->init;
 	$node->append_conf('postgresql.conf', "pmhash.pool_dir = '$pool_dir'\n")
 	  if $pool_dir;
+	# with msync pools the sessions load segments themselves after every
+	# restart (lazily, concurrently); with pmem pools the prewarm worker
+	# loads them in the background while the workload runs
+	$node->append_conf('postgresql.conf', "pmhash.prewarm = off\n")
+	  if $mode eq 'msync';
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'pmhash'
 restart_after_crash = on
