@@ -441,6 +441,10 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
  * ---------------------------------------------------------------------
  */
 
+/* the fingerprint's bits are never part of a directory index or prefix */
+StaticAssertDecl(PMH_MAX_DEPTH <= 64 - 8 * sizeof(((PmhSegMeta *) 0)->fp[0]),
+				 "the metadata fingerprint overlaps the segment prefix");
+
 /* empty metadata for a segment with the given word */
 void
 pmh_meta_reset(PmhSegMeta *meta, uint64 word)
@@ -472,7 +476,7 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 		{
 			meta->occ[slot / PMH_BUCKET_SLOTS] |=
 				(uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-			meta->fp[slot] = pmh_fingerprint(e[slot].hash);
+			meta->fp[slot] = pmh_meta_fp(e[slot].hash);
 			meta->nlive++;
 		}
 	}
@@ -480,23 +484,26 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 
 /*
  * Slots of one bucket that are live and whose fingerprint matches: the only
- * slots a probe has to read from the pool.
+ * slots a probe has to read from the pool.  With SSE2, two compares of 8
+ * fingerprints each, packed to one byte mask per slot.
  */
 static inline uint32
-pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint8 fp)
+pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint16 fp)
 {
 	uint32		occ = meta->occ[bucket];
-	const uint8 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
+	const uint16 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
 	uint32		match = 0;
 
 	if (occ == 0)
 		return 0;
 #ifdef __SSE2__
 	{
-		__m128i		v = _mm_loadu_si128((const __m128i *) fps);
+		__m128i		v = _mm_set1_epi16((short) fp);
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
 
-		match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(v,
-														  _mm_set1_epi8((char) fp)));
+		/* 0xffff / 0 words saturate to 0xff / 0 bytes: one bit per slot */
+		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
 	}
 #else
 	{
@@ -526,7 +533,7 @@ static bool
 pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 				  uint64 hash, pmh_slot_fn fn, void *arg)
 {
-	uint8		fp = pmh_fingerprint(hash);
+	uint16		fp = pmh_meta_fp(hash);
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
 	int			b;
 
@@ -661,7 +668,7 @@ pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
 		return PMH_INSERT_IOERROR;
 	}
 	meta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	meta->fp[slot] = pmh_fingerprint(hash);
+	meta->fp[slot] = pmh_meta_fp(hash);
 	meta->nlive++;
 	return PMH_INSERT_DONE;
 }
@@ -921,7 +928,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	dst = &pmh_seg_entries(pool, target)[slot];
 	*dst = *src;
 	tmeta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	tmeta->fp[slot] = pmh_fingerprint(src->hash);
+	tmeta->fp[slot] = pmh_meta_fp(src->hash);
 	tmeta->nlive++;
 	return 0;
 }
@@ -1303,7 +1310,7 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 		line[slots[i]].tag = src[i]->tag;
 		meta->occ[bucket] |= (uint16) (1 << slots[i]);
 		meta->fp[bucket * PMH_BUCKET_SLOTS + slots[i]] =
-			pmh_fingerprint(src[i]->hash);
+			pmh_meta_fp(src[i]->hash);
 		meta->nlive++;
 	}
 	if (k > 0 &&
