@@ -528,27 +528,60 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
 					(uint64) ((const char *) e - pool->base), sizeof(PmhEntry));
 }
 
-/* probe every bucket of one segment (an entry may be in any of them) */
+/* start loading an entry a probe is going to read */
+static inline void
+pmh_prefetch(const void *addr)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(addr);
+#endif
+}
+
+/*
+ * Probe every bucket of one segment (an entry may be in any of them).  The
+ * fingerprint scan first collects the candidates of all buckets and starts
+ * loading their entries; only then are the entries compared, so that the
+ * pool reads overlap the rest of the scan instead of each stalling it.
+ */
 static bool
 pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 				  uint64 hash, pmh_slot_fn fn, void *arg)
 {
 	uint16		fp = pmh_meta_fp(hash);
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
+	uint16		cand[PMH_SEG_BUCKETS];
+	uint64		buckets = 0;	/* bit b: bucket b has candidates */
 	int			b;
 
 	if (meta->nlive == 0)
 		return false;
 	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
-		uint32		cand = pmh_bucket_candidates(meta, b, fp);
+		uint32		c = pmh_bucket_candidates(meta, b, fp);
 
-		while (cand)
+		if (c == 0)
+			continue;
+		cand[b] = (uint16) c;
+		buckets |= UINT64CONST(1) << b;
+		do
+		{
+			pmh_prefetch(&entries[b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c)]);
+			c &= c - 1;
+		} while (c);
+	}
+	while (buckets)
+	{
+		uint32		c;
+
+		b = pg_rightmost_one_pos64(buckets);
+		buckets &= buckets - 1;
+		c = cand[b];
+		while (c)
 		{
 			const PmhEntry *e = &entries[b * PMH_BUCKET_SLOTS +
-										 pg_rightmost_one_pos32(cand)];
+										 pg_rightmost_one_pos32(c)];
 
-			cand &= cand - 1;
+			c &= c - 1;
 			if (pool->read_hook)
 				pmh_note_read(pool, e);
 			if (e->hash == hash && fn(e, arg))
