@@ -422,6 +422,10 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
  * ---------------------------------------------------------------------
  */
 
+/* the fingerprint's bits are never part of a directory index or prefix */
+StaticAssertDecl(PMH_MAX_DEPTH <= 64 - 8 * sizeof(((PmhSegMeta *) 0)->fp[0]),
+				 "the metadata fingerprint overlaps the segment prefix");
+
 /* empty metadata for a segment with the given word */
 void
 pmh_meta_reset(PmhSegMeta *meta, uint64 word)
@@ -453,7 +457,7 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 		{
 			meta->occ[slot / PMH_BUCKET_SLOTS] |=
 				(uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-			meta->fp[slot] = pmh_fingerprint(e[slot].hash);
+			meta->fp[slot] = pmh_meta_fp(e[slot].hash);
 			meta->nlive++;
 		}
 	}
@@ -461,23 +465,26 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 
 /*
  * Slots of one bucket that are live and whose fingerprint matches: the only
- * slots a probe has to read from the pool.
+ * slots a probe has to read from the pool.  With SSE2, two compares of 8
+ * fingerprints each, packed to one byte mask per slot.
  */
 static inline uint32
-pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint8 fp)
+pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint16 fp)
 {
 	uint32		occ = meta->occ[bucket];
-	const uint8 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
+	const uint16 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
 	uint32		match = 0;
 
 	if (occ == 0)
 		return 0;
 #ifdef __SSE2__
 	{
-		__m128i		v = _mm_loadu_si128((const __m128i *) fps);
+		__m128i		v = _mm_set1_epi16((short) fp);
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
 
-		match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(v,
-														  _mm_set1_epi8((char) fp)));
+		/* 0xffff / 0 words saturate to 0xff / 0 bytes: one bit per slot */
+		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
 	}
 #else
 	{
@@ -502,27 +509,60 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
 					(uint64) ((const char *) e - pool->base), sizeof(PmhEntry));
 }
 
-/* probe every bucket of one segment (an entry may be in any of them) */
+/* start loading an entry a probe is going to read */
+static inline void
+pmh_prefetch(const void *addr)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(addr);
+#endif
+}
+
+/*
+ * Probe every bucket of one segment (an entry may be in any of them).  The
+ * fingerprint scan first collects the candidates of all buckets and starts
+ * loading their entries; only then are the entries compared, so that the
+ * pool reads overlap the rest of the scan instead of each stalling it.
+ */
 static bool
 pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 				  uint64 hash, pmh_slot_fn fn, void *arg)
 {
-	uint8		fp = pmh_fingerprint(hash);
+	uint16		fp = pmh_meta_fp(hash);
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
+	uint16		cand[PMH_SEG_BUCKETS];
+	uint64		buckets = 0;	/* bit b: bucket b has candidates */
 	int			b;
 
 	if (meta->nlive == 0)
 		return false;
 	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
-		uint32		cand = pmh_bucket_candidates(meta, b, fp);
+		uint32		c = pmh_bucket_candidates(meta, b, fp);
 
-		while (cand)
+		if (c == 0)
+			continue;
+		cand[b] = (uint16) c;
+		buckets |= UINT64CONST(1) << b;
+		do
+		{
+			pmh_prefetch(&entries[b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c)]);
+			c &= c - 1;
+		} while (c);
+	}
+	while (buckets)
+	{
+		uint32		c;
+
+		b = pg_rightmost_one_pos64(buckets);
+		buckets &= buckets - 1;
+		c = cand[b];
+		while (c)
 		{
 			const PmhEntry *e = &entries[b * PMH_BUCKET_SLOTS +
-										 pg_rightmost_one_pos32(cand)];
+										 pg_rightmost_one_pos32(c)];
 
-			cand &= cand - 1;
+			c &= c - 1;
 			if (pool->read_hook)
 				pmh_note_read(pool, e);
 			if (e->hash == hash && fn(e, arg))
@@ -642,7 +682,7 @@ pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
 		return PMH_INSERT_IOERROR;
 	}
 	meta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	meta->fp[slot] = pmh_fingerprint(hash);
+	meta->fp[slot] = pmh_meta_fp(hash);
 	meta->nlive++;
 	return PMH_INSERT_DONE;
 }
@@ -902,7 +942,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	dst = &pmh_seg_entries(pool, target)[slot];
 	*dst = *src;
 	tmeta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	tmeta->fp[slot] = pmh_fingerprint(src->hash);
+	tmeta->fp[slot] = pmh_meta_fp(src->hash);
 	tmeta->nlive++;
 	return 0;
 }
@@ -1273,7 +1313,7 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 		line[slots[i]].tag = src[i]->tag;
 		meta->occ[bucket] |= (uint16) (1 << slots[i]);
 		meta->fp[bucket * PMH_BUCKET_SLOTS + slots[i]] =
-			pmh_fingerprint(src[i]->hash);
+			pmh_meta_fp(src[i]->hash);
 		meta->nlive++;
 	}
 	if (k > 0 &&

@@ -236,7 +236,7 @@ typedef struct PmhSegMeta
 	uint32		ovf_next;		/* segno or PMH_NO_SEGMENT */
 	uint32		nlive;
 	uint16		occ[PMH_SEG_BUCKETS];	/* bit i: slot i of the bucket is live */
-	uint8		fp[PMH_SEG_SLOTS];	/* hash & 0xff of live slots */
+	uint16		fp[PMH_SEG_SLOTS];	/* pmh_meta_fp(hash) of live slots */
 	uint32		npending;		/* D-bucket: only in primary segments */
 	PmhPending	pending[PMH_DBUCKET_SLOTS];
 } PmhSegMeta;
@@ -285,10 +285,24 @@ pmh_dir_index(uint64 hash, int gd)
 	return gd == 0 ? 0 : hash >> (64 - gd);
 }
 
+/* the copy of the hash that a tag word carries (bits 55..48) */
 static inline uint8
 pmh_fingerprint(uint64 hash)
 {
 	return (uint8) (hash & 0xff);
+}
+
+/*
+ * The fingerprint of a slot in the volatile metadata (PmhSegMeta.fp): the
+ * hash's low 16 bits.  No directory index or segment prefix uses them (the
+ * depth is at most PMH_MAX_DEPTH = 48), so they vary freely among the
+ * entries of one segment: a lookup that is not for the slot's hash matches
+ * it with probability 1/65536.  Its low byte is the tag's copy.
+ */
+static inline uint16
+pmh_meta_fp(uint64 hash)
+{
+	return (uint16) (hash & 0xffff);
 }
 
 /* ---- segment words ---- */

@@ -202,8 +202,8 @@ pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 		if (!in_pool)
 			continue;
 		live++;
-		if (in_meta && meta->fp[slot] != pmh_fingerprint(e[slot].hash))
-			pmhash_problem(st, "segment %u slot %d: fingerprint %02x does not match hash %016llx",
+		if (in_meta && meta->fp[slot] != pmh_meta_fp(e[slot].hash))
+			pmhash_problem(st, "segment %u slot %d: fingerprint %04x does not match hash %016llx",
 						   segno, slot, meta->fp[slot],
 						   (unsigned long long) e[slot].hash);
 	}

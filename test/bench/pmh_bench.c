@@ -1038,9 +1038,31 @@ scalar_candidates(const void *fps, int width, uint32 fp)
 }
 #endif
 
-/* which of 16 slots (bits of occ) have fingerprint fp (as the core) */
+/* which of 16 slots (bits of occ) have 16-bit fingerprint fp (as the core) */
 static inline uint32
-fp_candidates(const uint8 *fps, uint32 occ, uint8 fp)
+fp16_candidates(const uint16 *fps, uint32 occ, uint16 fp)
+{
+	uint32		match = 0;
+
+	if (occ == 0)
+		return 0;
+#ifdef __SSE2__
+	{
+		__m128i		v = _mm_set1_epi16((short) fp);
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
+
+		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+	}
+#else
+	match = scalar_candidates(fps, 2, fp);
+#endif
+	return match & occ;
+}
+
+/* the same with 8-bit fingerprints (the layout before 16-bit ones) */
+static inline uint32
+fp8_candidates(const uint8 *fps, uint32 occ, uint8 fp)
 {
 	uint32		match = 0;
 
@@ -1057,9 +1079,9 @@ fp_candidates(const uint8 *fps, uint32 occ, uint8 fp)
 
 /* the live slots of one bucket whose fingerprint matches */
 static inline uint32
-bucket_candidates(const PmhSegMeta *m, int b, uint8 fp)
+bucket_candidates(const PmhSegMeta *m, int b, uint16 fp)
 {
-	return fp_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
+	return fp16_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
 }
 
 /*
@@ -1074,7 +1096,7 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 	Table	   *t = w->t;
 	uint64		hash = key_hash(k);
 	uint64		want = key_tag(k);
-	uint8		fp = pmh_fingerprint(hash);
+	uint16		fp = pmh_meta_fp(hash);
 	uint32		segno;
 	uint32		s;
 	bool		found = false;
@@ -1182,27 +1204,27 @@ typedef enum BenchOp
 	OP_EXP_NOLOCK_POS,
 	OP_EXP_PREFETCH_POS,
 	OP_EXP_PREFETCH_NEG,
-	OP_EXP_FP16_POS,
-	OP_EXP_FP16_NEG,
+	OP_EXP_FP8_POS,
+	OP_EXP_FP8_NEG,
 	OP_EXP_GROUP4_POS,
 	OP_EXP_GROUP4_NEG,
-	OP_EXP_G4FP16_POS,
-	OP_EXP_G4FP16_NEG
+	OP_EXP_G4FP8_POS,
+	OP_EXP_G4FP8_NEG
 } BenchOp;
 
 static const char *const op_names[] = {
 	"insert", "insert-direct", "search+", "search-", "delete",
 	"search+ baseline", "search- baseline", "search+ no locks", "search+ prefetch",
-	"search- prefetch", "search+ fp16", "search- fp16",
+	"search- prefetch", "search+ fp8", "search- fp8",
 	"search+ 1/4 segment", "search- 1/4 segment",
-	"search+ 1/4 segment, fp16", "search- 1/4 segment, fp16"
+	"search+ 1/4 segment, fp8", "search- 1/4 segment, fp8"
 };
 
 #define OP_IS_EXPERIMENT(op) ((op) >= OP_EXP_BASE_POS)
 #define OP_IS_POSITIVE(op) ((op) == OP_SEARCH_POS || (op) == OP_EXP_BASE_POS || \
 	(op) == OP_EXP_NOLOCK_POS || (op) == OP_EXP_PREFETCH_POS || \
-	(op) == OP_EXP_FP16_POS || (op) == OP_EXP_GROUP4_POS || \
-	(op) == OP_EXP_G4FP16_POS)
+	(op) == OP_EXP_FP8_POS || (op) == OP_EXP_GROUP4_POS || \
+	(op) == OP_EXP_G4FP8_POS)
 #define OP_IS_LOOKUP(op) ((op) == OP_SEARCH_POS || (op) == OP_SEARCH_NEG || \
 	OP_IS_EXPERIMENT(op))
 
@@ -1215,14 +1237,15 @@ static const char *const op_names[] = {
  *				optimistic, version-checked read as in ElimDA would save)
  *	prefetch	the same fingerprint scan, but all candidate slots are
  *				collected and prefetched before any is compared
- *	fp16		16-bit fingerprints (hash & 0xffff) instead of 8-bit: one
- *				more byte of shared memory per slot
+ *	fp8			8-bit fingerprints (hash & 0xff), as src/ had before the
+ *				16-bit ones: one byte less of shared memory per slot, for
+ *				comparison
  *	1/4 segment	as if an entry's line were chosen among 16 of the 64 by two
  *				hash bits (a D-bucket per quarter segment): the scan covers
  *				256 slots.  Simulated: the quarter's fingerprints are those
  *				of the live entries whose hash picks it, wherever they are;
  *				the pool reads are the same entries
- *	1/4 segment, fp16  both
+ *	1/4 segment, fp8  both
  * ---------------------------------------------------------------------
  */
 
@@ -1237,13 +1260,13 @@ static const char *const op_names[] = {
  */
 #define QCAP 512
 
-typedef struct SideSeg16
+typedef struct SideSeg8
 {
 	uint16		occ[PMH_SEG_BUCKETS];	/* a copy of PmhSegMeta.occ */
-	uint16		fp16[PMH_SEG_SLOTS];
+	uint8		fp8[PMH_SEG_SLOTS];
 	uint32		npending;		/* a copy of the D-bucket */
 	PmhPending	pending[PMH_DBUCKET_SLOTS];
-} SideSeg16;
+} SideSeg8;
 
 typedef struct SideQuarter
 {
@@ -1258,7 +1281,7 @@ typedef struct SideQuarter
 typedef struct ProbeSide
 {
 	uint32		nseg;
-	SideSeg16  *seg16;			/* nseg */
+	SideSeg8   *seg8;			/* nseg */
 	SideQuarter *quarter;		/* nseg * 4 */
 	uint64		q_over;			/* quarters holding more than 256 */
 } ProbeSide;
@@ -1269,11 +1292,14 @@ static ProbeSide probe_side;
 static uint64 exp_quarters_over;	/* for the report */
 static uint64 exp_quarters;
 
-/* the quarter of a segment an entry would live in: hash bits 8 and 9 */
+/*
+ * the quarter of a segment an entry would live in: hash bits 16 and 17,
+ * outside the 16-bit fingerprint
+ */
 static inline int
 hash_quarter(uint64 hash)
 {
-	return (int) ((hash >> 8) & 3);
+	return (int) ((hash >> 16) & 3);
 }
 
 /* build the experiments' fingerprints from the loaded table (not timed) */
@@ -1292,7 +1318,7 @@ probe_side_build(const Table *t)
 			nseg = s + 1;
 	probe_side.nseg = nseg;
 	probe_side.q_over = 0;
-	probe_side.seg16 = pg_malloc0(sizeof(SideSeg16) * nseg);
+	probe_side.seg8 = pg_malloc0(sizeof(SideSeg8) * nseg);
 	probe_side.quarter = pg_malloc0(sizeof(SideQuarter) * nseg * 4);
 	for (s = 0; s < nseg; s++)
 	{
@@ -1303,11 +1329,11 @@ probe_side_build(const Table *t)
 		if (!pmh_segword_is_valid(m->word) || pmh_segword_is_log(m->word))
 			continue;
 		e = pmh_seg_entries(&p, s);
-		memcpy(probe_side.seg16[s].occ, m->occ, sizeof(m->occ));
+		memcpy(probe_side.seg8[s].occ, m->occ, sizeof(m->occ));
 		for (b = 0; b < (int) m->npending; b++)
 		{
 			SideQuarter *sq = &probe_side.quarter[(size_t) s * 4 + hash_quarter(m->pending[b].hash)];
-			SideSeg16  *ss = &probe_side.seg16[s];
+			SideSeg8   *ss = &probe_side.seg8[s];
 
 			ss->pending[ss->npending++] = m->pending[b];
 			sq->pending[sq->npending++] = m->pending[b];
@@ -1323,11 +1349,11 @@ probe_side_build(const Table *t)
 				SideQuarter *sq = &probe_side.quarter[(size_t) s * 4 + hash_quarter(h)];
 
 				occ &= occ - 1;
-				probe_side.seg16[s].fp16[slot] = (uint16) (h & 0xffff);
+				probe_side.seg8[s].fp8[slot] = pmh_fingerprint(h);
 				if (sq->n == QCAP)
 					die("simulated quarter segment with more than %d entries", QCAP);
 				sq->fp[sq->n] = pmh_fingerprint(h);
-				sq->fp16[sq->n] = (uint16) (h & 0xffff);
+				sq->fp16[sq->n] = pmh_meta_fp(h);
 				sq->slot[sq->n] = (uint16) slot;
 				sq->n++;
 			}
@@ -1341,7 +1367,7 @@ probe_side_build(const Table *t)
 static void
 probe_side_free(void)
 {
-	free(probe_side.seg16);
+	free(probe_side.seg8);
 	free(probe_side.quarter);
 	memset(&probe_side, 0, sizeof(probe_side));
 }
@@ -1357,28 +1383,6 @@ exp_check(Worker *w, const PmhEntry *e, uint64 hash, uint64 *tags, int *n)
 			tags[*n] = e->tag;
 		(*n)++;
 	}
-}
-
-/* the live slots of one bucket whose 16-bit fingerprint matches */
-static inline uint32
-bucket_candidates16(const uint16 *fps, uint32 occ, uint16 fp)
-{
-	uint32		match = 0;
-
-	if (occ == 0)
-		return 0;
-#ifdef __SSE2__
-	{
-		__m128i		v = _mm_set1_epi16((short) fp);
-		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
-		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
-
-		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
-	}
-#else
-	match = scalar_candidates(fps, 2, fp);
-#endif
-	return match & occ;
 }
 
 /*
@@ -1426,7 +1430,7 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 
 				for (b = 0; b < PMH_SEG_BUCKETS; b++)
 				{
-					uint32		c = bucket_candidates(sm, b, pmh_fingerprint(hash));
+					uint32		c = bucket_candidates(sm, b, pmh_meta_fp(hash));
 
 					while (c)
 					{
@@ -1441,19 +1445,19 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 					exp_check(w, &e[cand[i]], hash, tags, &n);
 			}
 			break;
-		case OP_EXP_FP16_POS:
-		case OP_EXP_FP16_NEG:
+		case OP_EXP_FP8_POS:
+		case OP_EXP_FP8_NEG:
 			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
 			{
 				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				const SideSeg16 *ss = &probe_side.seg16[s];
+				const SideSeg8 *ss = &probe_side.seg8[s];
 				int			b;
 
 				for (b = 0; b < PMH_SEG_BUCKETS; b++)
 				{
-					uint32		c = bucket_candidates16(&ss->fp16[b * PMH_BUCKET_SLOTS],
-														ss->occ[b],
-														(uint16) (hash & 0xffff));
+					uint32		c = fp8_candidates(&ss->fp8[b * PMH_BUCKET_SLOTS],
+												   ss->occ[b],
+												   pmh_fingerprint(hash));
 
 					while (c)
 					{
@@ -1467,12 +1471,12 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 			break;
 		case OP_EXP_GROUP4_POS:
 		case OP_EXP_GROUP4_NEG:
-		case OP_EXP_G4FP16_POS:
-		case OP_EXP_G4FP16_NEG:
+		case OP_EXP_G4FP8_POS:
+		case OP_EXP_G4FP8_NEG:
 			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
 			{
 				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				bool		wide = op == OP_EXP_G4FP16_POS || op == OP_EXP_G4FP16_NEG;
+				bool		wide = op == OP_EXP_GROUP4_POS || op == OP_EXP_GROUP4_NEG;
 				const SideQuarter *sq = &probe_side.quarter[(size_t) s * 4 + hash_quarter(hash)];
 				int			b;
 
@@ -1484,8 +1488,8 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 					uint32		c;
 
 					c = wide ?
-						bucket_candidates16(&sq->fp16[at], occ, (uint16) (hash & 0xffff)) :
-						fp_candidates(&sq->fp[at], occ, pmh_fingerprint(hash));
+						fp16_candidates(&sq->fp16[at], occ, pmh_meta_fp(hash)) :
+						fp8_candidates(&sq->fp[at], occ, pmh_fingerprint(hash));
 					while (c)
 					{
 						int			qs = at + pg_rightmost_one_pos32(c);
@@ -1501,15 +1505,15 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 	}
 	switch (op)
 	{
-		case OP_EXP_FP16_POS:
-		case OP_EXP_FP16_NEG:
-			n = lookup_pending(probe_side.seg16[segno].pending,
-							 probe_side.seg16[segno].npending, hash, tags, n);
+		case OP_EXP_FP8_POS:
+		case OP_EXP_FP8_NEG:
+			n = lookup_pending(probe_side.seg8[segno].pending,
+							 probe_side.seg8[segno].npending, hash, tags, n);
 			break;
 		case OP_EXP_GROUP4_POS:
 		case OP_EXP_GROUP4_NEG:
-		case OP_EXP_G4FP16_POS:
-		case OP_EXP_G4FP16_NEG:
+		case OP_EXP_G4FP8_POS:
+		case OP_EXP_G4FP8_NEG:
 			{
 				const SideQuarter *sq = &probe_side.quarter[(size_t) segno * 4 + hash_quarter(hash)];
 
@@ -1840,9 +1844,9 @@ static void
 run_experiments(Table *t, Worker *workers)
 {
 	static const BenchOp pos[] = {OP_EXP_BASE_POS, OP_EXP_NOLOCK_POS,
-	OP_EXP_PREFETCH_POS, OP_EXP_FP16_POS, OP_EXP_GROUP4_POS, OP_EXP_G4FP16_POS};
+	OP_EXP_PREFETCH_POS, OP_EXP_FP8_POS, OP_EXP_GROUP4_POS, OP_EXP_G4FP8_POS};
 	static const BenchOp neg[] = {OP_EXP_BASE_NEG, OP_EXP_PREFETCH_NEG,
-	OP_EXP_FP16_NEG, OP_EXP_GROUP4_NEG, OP_EXP_G4FP16_NEG};
+	OP_EXP_FP8_NEG, OP_EXP_GROUP4_NEG, OP_EXP_G4FP8_NEG};
 	uint32	   *ps = make_stream(opt.ops, 0, opt.entries, false, opt.seed + 41);
 	uint32	   *ns = make_stream(opt.ops, opt.entries, opt.entries, false, opt.seed + 42);
 	double		t0 = now_seconds();
@@ -2073,13 +2077,13 @@ report_experiments(void)
 		b = OP_IS_POSITIVE(r->op) ? bpos : bneg;
 		switch (r->op)
 		{
-			case OP_EXP_FP16_POS:
-			case OP_EXP_FP16_NEG:
-				mem = "+1 B (16-bit fingerprint)";
+			case OP_EXP_FP8_POS:
+			case OP_EXP_FP8_NEG:
+				mem = "-1 B (8-bit fingerprint, as before)";
 				break;
-			case OP_EXP_G4FP16_POS:
-			case OP_EXP_G4FP16_NEG:
-				mem = "+1.1 B";
+			case OP_EXP_G4FP8_POS:
+			case OP_EXP_G4FP8_NEG:
+				mem = "-0.9 B";
 				break;
 			case OP_EXP_GROUP4_POS:
 			case OP_EXP_GROUP4_NEG:

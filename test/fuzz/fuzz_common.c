@@ -918,8 +918,8 @@ fz_check_entries(const FzPool *fp, uint32 s, uint64 owner_word, const char *what
 				  (unsigned long long) e[slot].tag, live ? "live" : "dead");
 		if (occ)
 		{
-			FZ_ASSERT(m->fp[slot] == pmh_fingerprint(e[slot].hash),
-					  "%s: segment %u slot %d: fingerprint %02x, hash %016llx",
+			FZ_ASSERT(m->fp[slot] == (uint16) (e[slot].hash & 0xffff),
+					  "%s: segment %u slot %d: fingerprint %04x, hash %016llx",
 					  what, s, slot, m->fp[slot], (unsigned long long) e[slot].hash);
 			pop++;
 		}

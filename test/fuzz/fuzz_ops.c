@@ -47,7 +47,7 @@
  * pmh_insert_new), byte 1 a salt for the hashes, then operations: an op
  * byte (mod FO_NOPS) and its arguments, see fuzz_format.h.  Keys are bytes:
  * 0-127 random hashes, 128-191 one region of the hash space, 192-255 that
- * region with one fingerprint.  TIDs are bytes too (32 blocks of 8), so
+ * region with one (16-bit) fingerprint.  TIDs are bytes too (32 blocks of 8), so
  * the same pair comes back often.  FUZZ_VERBOSE=1 prints the operations.
  *
  *-------------------------------------------------------------------------
@@ -125,7 +125,7 @@ key_hash(const FoState *st, uint8 key)
 	if (key >= 128)
 		h = (UINT64CONST(0x2A5) << 54) | (h >> 10);
 	if (key >= 192)
-		h = (h & ~UINT64CONST(0xff)) | 0x5a;
+		h = (h & ~UINT64CONST(0xffff)) | 0x5a5a;
 	return h;
 }
 
@@ -622,7 +622,7 @@ op_bulk(FoState *st, uint8 key, uint8 count, uint8 mode)
 		if (mode & FO_BULK_ONEHASH)
 			h = base;
 		if (mode & FO_BULK_FPCOLLIDE)
-			h = (h & ~UINT64CONST(0xff)) | key;
+			h = (h & ~UINT64CONST(0xffff)) | key;
 		tag = pmh_tag_make(h, 100000 + st->bulkno, (uint16) (i + 1));
 		direct_insert(st, h, tag, true);
 		model_add(st, h, tag);

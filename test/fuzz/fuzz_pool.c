@@ -254,7 +254,7 @@ op_log(FpImage *im, FzIn *in)
 		{
 			e.hash = fz_mix(((uint64) seed << 40) | ((uint64) line << 8) | i);
 			if (src & 0x40)
-				e.hash = (e.hash & ~UINT64CONST(0xff)) | (src & 0x3f);
+				e.hash = (e.hash & ~UINT64CONST(0xffff)) | (src & 0x3f);
 			e.tag = pmh_tag_make(e.hash, line, (uint16) (1 + i + (src & 0x0f)));
 		}
 		put(im, off, &e, sizeof(e));

@@ -692,6 +692,176 @@ test_persist_stats(void)
 	tpool_close(&tp);
 }
 
+/* PmhPool.read_hook: count the pool entries a probe reads */
+static void
+hook_count_reads(void *arg, uint64 offset, size_t len)
+{
+	(*(uint64 *) arg)++;
+}
+
+/*
+ * Probe with the model's hashes and with absent hashes near them, counting
+ * the pool entries each probe reads: exactly the live entries of the
+ * probed segment (and its chain) whose hash has the same low 16 bits, i.e.
+ * the 16-bit fingerprint decides what is read.  The absent hashes differ
+ * from a live one in one of bits 8..15 (the same low byte, the tag's copy:
+ * an 8-bit fingerprint would read it) or in one of bits 16..23 (the same
+ * 16-bit fingerprint, same segment at this depth: read, and rejected).
+ */
+static void
+check_probe_reads(TPool *tp, const Model *m, int nprobes, const char *what)
+{
+	int			cap = 64;		/* more than any probe finds: one call each */
+	uint64	   *tags = pg_malloc(cap * sizeof(uint64));
+	uint64		reads = 0;
+	uint64		sum_reads = 0;
+	uint64		false_reads = 0;
+	int			i;
+
+	CHECK(tp->gd < 40);
+	tp->pool.read_hook = hook_count_reads;
+	tp->pool.flush_hook_arg = &reads;
+	for (i = 0; i < nprobes && m->n > 0; i++)
+	{
+		const ModelEntry *me = &m->e[(size_t) i * 7919 % m->n];
+		uint64		q[3];
+		int			k;
+
+		q[0] = me->hash;
+		q[1] = me->hash ^ (UINT64CONST(1) << (8 + i % 8));
+		q[2] = me->hash ^ (UINT64CONST(1) << (16 + i % 8));
+		for (k = 0; k < 3; k++)
+		{
+			uint32		seg = tp->dir[pmh_dir_index(q[k], tp->gd)];
+			uint64		want_reads = 0;
+			uint64		want_found = 0;
+			size_t		j;
+			int			n;
+
+			for (j = 0; j < m->n; j++)
+			{
+				if (tp->dir[pmh_dir_index(m->e[j].hash, tp->gd)] != seg ||
+					(m->e[j].hash & 0xffff) != (q[k] & 0xffff))
+					continue;
+				want_reads++;
+				want_found += m->e[j].hash == q[k];
+			}
+			reads = 0;
+			n = tpool_lookup(tp, q[k], &tags, &cap);
+			CHECKF(n == (int) want_found && reads == want_reads,
+				   "%s: probe %d.%d (%016llx): found %d, read %llu; want %llu, %llu",
+				   what, i, k, (unsigned long long) q[k], n,
+				   (unsigned long long) reads, (unsigned long long) want_found,
+				   (unsigned long long) want_reads);
+			sum_reads += reads;
+			false_reads += reads - want_found;
+		}
+	}
+	tp->pool.read_hook = NULL;
+	tp->pool.flush_hook_arg = NULL;
+	printf("#   %s: %d x 3 probes read %llu pool entries: %llu false matches besides the %d planted ones\n",
+		   what, nprobes, (unsigned long long) sum_reads,
+		   (unsigned long long) (false_reads - (uint64) nprobes), nprobes);
+	free(tags);
+}
+
+/*
+ * The metadata's fingerprints are the hashes' low 16 bits, through direct
+ * inserts, splits, relocation of D-buckets, deletes and recovery (every
+ * verify_model checks each live slot's fingerprint), and a probe reads the
+ * pool only for slots whose 16 bits match (check_probe_reads).
+ */
+static void
+test_fingerprints(void)
+{
+	TPool		tp;
+	TPool		img;
+	Model		m;
+	PmhPending	ents[PMH_DBUCKET_SLOTS];
+	PmhRecoveryResult res;
+	PmhSegRole *roles = NULL;
+	uint32	   *owner = NULL;
+	uint64		nprim;
+	uint64		novf;
+	int			ndup;
+	int			i;
+	int			b;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "fingerprints", 2))
+		return;
+
+	/* one segment, 600 entries */
+	for (i = 0; i < 600; i++)
+	{
+		uint64		h = rnd();
+
+		CHECK(tpool_insert(&tp, h, 100, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add(&m, h, 100, (uint16) (i + 1));
+	}
+	CHECK(tp.gd == 0);
+	verify_model(&tp, &m, 200, "fingerprints, inserted");
+	check_probe_reads(&tp, &m, 200, "one segment");
+
+	/* splits */
+	for (i = 0; i < 3000; i++)
+	{
+		uint64		h = rnd();
+
+		CHECK(tpool_insert(&tp, h, 200, (uint16) (i + 1)) == PMH_INSERT_DONE);
+		model_add(&m, h, 200, (uint16) (i + 1));
+	}
+	tpool_count(&tp, &nprim, &novf);
+	CHECKF(tp.splits >= 2 && nprim >= 3, "%llu splits, %llu primaries",
+		   (unsigned long long) tp.splits, (unsigned long long) nprim);
+	verify_model(&tp, &m, 200, "fingerprints, split");
+	check_probe_reads(&tp, &m, 200, "after splits");
+
+	/* relocated D-buckets: whole lines and holes */
+	for (i = 0; i < 4; i++)
+	{
+		uint32		p = tp.dir[(rnd() >> 8) & ((UINT64CONST(1) << tp.gd) - 1)];
+		int			k;
+
+		make_entries(&tp, p, PMH_DBUCKET_SLOTS, 300 + (uint32) i, ents);
+		pend_entries(&tp, p, (uint32) i, 0, ents, PMH_DBUCKET_SLOTS);
+		for (k = 0; k < PMH_DBUCKET_SLOTS; k++)
+			model_add_pending(&m, &ents[k]);
+		CHECK(tpool_relocate_all(&tp, &ndup) == PMH_DBUCKET_SLOTS && ndup == 0);
+	}
+	verify_model(&tp, &m, 200, "fingerprints, relocated");
+	check_probe_reads(&tp, &m, 200, "after relocation");
+
+	/* deletes: a deleted slot is never read again */
+	for (b = 0; b < PMH_SEG_BUCKETS; b += 3)
+	{
+		uint32		s = tp.dir[0];
+		uint16		mask = tp.meta[s].occ[b] & 0x5555;
+
+		if (mask != 0)
+			delete_slots_model(&tp, &m, s, b, mask);
+	}
+	verify_model(&tp, &m, 200, "fingerprints, deleted");
+	check_probe_reads(&tp, &m, 200, "after deletes");
+
+	/* recovery (pmh_meta_load) rebuilds the same fingerprints */
+	if (tpool_copy(&img, &tp, "fingerprints-img"))
+	{
+		int			rc = tpool_recover(&img, &res, &roles, &owner);
+
+		if (CHECKF(rc == 0, "pmh_recover: rc %d: %s", rc, res.error))
+		{
+			verify_model(&img, &m, 200, "fingerprints, recovered");
+			check_probe_reads(&img, &m, 200, "recovered");
+		}
+		free(roles);
+		free(owner);
+	}
+	tpool_close(&img);
+	model_free(&m);
+	tpool_close(&tp);
+}
+
 /* insert + lookup of many random entries, with splits */
 static void
 test_insert_lookup(void)
@@ -1029,7 +1199,7 @@ compare_recovered(TPool *live, TPool *rec, const PmhSegRole *roles,
 			for (k = 0; k < PMH_BUCKET_SLOTS; k++)
 				if (a->occ[b] & (1 << k))
 					CHECKF(a->fp[b * PMH_BUCKET_SLOTS + k] == c->fp[b * PMH_BUCKET_SLOTS + k],
-						   "segment %llu slot %d: fp %02x, live %02x",
+						   "segment %llu slot %d: fp %04x, live %04x",
 						   (unsigned long long) i, b * PMH_BUCKET_SLOTS + k,
 						   c->fp[b * PMH_BUCKET_SLOTS + k],
 						   a->fp[b * PMH_BUCKET_SLOTS + k]);
@@ -3845,6 +4015,7 @@ static const TestDef tests[] = {
 	{"directory", test_directory},
 	{"persist_stats", test_persist_stats},
 	{"insert_lookup", test_insert_lookup},
+	{"fingerprints", test_fingerprints},
 	{"duplicates", test_duplicates},
 	{"delete_reinsert", test_delete_reinsert},
 	{"recovery_clean", test_recovery_clean},

@@ -639,6 +639,35 @@ model_has_hash(const Model *m, uint64 hash)
 }
 
 /*
+ * Every slot the metadata of segment segno calls live holds an entry live
+ * in the pool against owner_word (the word of the primary that owns the
+ * segment), and its fingerprint is the low 16 bits of that entry's hash.
+ * Written out here rather than through pmh_meta_fp, so that the test says
+ * which bits the fingerprint must be.
+ */
+static void
+check_slots(TPool *tp, uint32 segno, uint64 owner_word, const char *what)
+{
+	const PmhSegMeta *m = &tp->meta[segno];
+	const PmhEntry *e = pmh_seg_entries(&tp->pool, segno);
+	int			slot;
+
+	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
+	{
+		if (!(m->occ[slot / PMH_BUCKET_SLOTS] & (1 << (slot % PMH_BUCKET_SLOTS))))
+			continue;
+		if (!CHECKF(pmh_entry_is_live(&e[slot], owner_word),
+					"%s: segment %u slot %d is live in the metadata, not in the pool",
+					what, segno, slot))
+			continue;
+		CHECKF(m->fp[slot] == (uint16) (e[slot].hash & 0xffff),
+			   "%s: segment %u slot %d: fingerprint %04x, hash %016llx",
+			   what, segno, slot, m->fp[slot],
+			   (unsigned long long) e[slot].hash);
+	}
+}
+
+/*
  * Check the structure of a pool's metadata against the pool and itself:
  * primaries' words and links mirror the pool, chains lead to overflow
  * segments, nlive matches occ, every overflow segment is on one chain, the
@@ -692,6 +721,7 @@ check_structure(TPool *tp, const char *what)
 			CHECKF(pmh_segword_is_valid(m->word) && !pmh_segword_is_overflow(m->word),
 				   "%s: primary %llu has word %016llx", what,
 				   (unsigned long long) i, (unsigned long long) m->word);
+			check_slots(tp, (uint32) i, m->word, what);
 			for (s = m->ovf_next; s != PMH_NO_SEGMENT; s = tp->meta[s].ovf_next)
 			{
 				if (!CHECKF(s < tp->nseg && tp->role[s] == T_OVERFLOW &&
@@ -699,6 +729,7 @@ check_structure(TPool *tp, const char *what)
 							"%s: chain of %llu reaches segment %u", what,
 							(unsigned long long) i, s))
 					break;
+				check_slots(tp, s, m->word, what);
 				chained++;
 			}
 		}
@@ -1036,7 +1067,7 @@ slot_holds(const TPool *tp, uint32 s, int b, int k, const PmhPending *p)
 
 	return e->hash == p->hash && e->tag == p->tag &&
 		(tp->meta[s].occ[b] & (1 << k)) != 0 &&
-		tp->meta[s].fp[b * PMH_BUCKET_SLOTS + k] == pmh_fingerprint(p->hash);
+		tp->meta[s].fp[b * PMH_BUCKET_SLOTS + k] == (uint16) (p->hash & 0xffff);
 }
 
 /* the slots in "mask" of bucket b of segment s hold ents[0 ..], in slot order */
