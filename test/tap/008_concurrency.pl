@@ -68,7 +68,10 @@ my $via_seq = $node->safe_psql('postgres', q{
 is($via_index, $via_seq, 'index answers equal seqscan answers after the run');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('c_k')}),
 	'0', 'pmhash_check finds nothing');
-$node->safe_psql('postgres', 'VACUUM c');
+# INDEX_CLEANUP ON: with few dead rows left, VACUUM's default (AUTO) may
+# skip the index pass altogether (PostgreSQL 14's bypass), and the dead
+# rows' entries would stay counted
+$node->safe_psql('postgres', 'VACUUM (INDEX_CLEANUP ON) c');
 is($node->safe_psql('postgres',
 	q{SELECT entries = (SELECT count(*) FROM c) FROM pmhash_stats('c_k')}),
 	't', 'after VACUUM the entry count is exact');
