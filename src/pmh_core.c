@@ -242,11 +242,12 @@ pmh_pool_nsegments(const PmhPool *pool)
 }
 
 /*
- * Flush one range and account for it; the fence is the caller's.  Returns
- * 0, or -1 with errno set.
+ * Account for one flushed range: the counters and the flush hook see it
+ * rounded out to 64 B lines, as a CPU flush would write it, whatever the
+ * device call that makes it persistent.
  */
-static int
-pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
+static void
+pmh_account_range(PmhPool *pool, const void *addr, size_t len)
 {
 	uintptr_t	start;
 	uintptr_t	end;
@@ -272,13 +273,96 @@ pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
 		pool->flush_hook(pool->flush_hook_arg,
 						 (uint64) (start - (uintptr_t) pool->base),
 						 end - start);
+}
 
+/* msync the pages of one range (ordinary file); 0, or -1 with errno set */
+static int
+pmh_msync(PmhPool *pool, const void *addr, size_t len)
+{
+	pool->stats.syncs++;
+	return pmem_msync(addr, len);
+}
+
+/*
+ * Flush one range and account for it; the fence is the caller's.  Returns
+ * 0, or -1 with errno set.
+ */
+static int
+pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
+{
+	pmh_account_range(pool, addr, len);
 	if (pool->is_pmem)
 	{
 		pmem_flush(addr, len);
 		return 0;
 	}
-	return pmem_msync(addr, len);
+	return pmh_msync(pool, addr, len);
+}
+
+/*
+ * Flush the ranges a batch has collected (the fence is the caller's).  On
+ * persistent memory each range is flushed as it is.  With msync every call
+ * writes back the dirty pages of its range and then waits for the device
+ * (a cache flush of the disk, often a journal commit), which costs far
+ * more than the pages: the ranges are sorted and those that overlap or lie
+ * within PMH_MSYNC_MERGE_GAP of each other share one call.  Pages in such
+ * a gap that nobody dirtied cost nothing; dirty ones are written early,
+ * which the persistence protocol allows (any store may reach the media at
+ * any time, as an evicted cache line does).  The accounting sees the
+ * ranges as they were persisted.  Returns 0, or -1 with errno set.
+ */
+static int
+pmh_flush_batch(PmhPool *pool)
+{
+	int			n = pool->nbatch;
+	int			i;
+	uintptr_t	start = 0;
+	uintptr_t	end = 0;
+
+	pool->nbatch = 0;
+	for (i = 0; i < n; i++)
+	{
+		if (pool->is_pmem)
+			pmh_flush_range(pool, pool->batch[i].addr, pool->batch[i].len);
+		else
+			pmh_account_range(pool, pool->batch[i].addr, pool->batch[i].len);
+	}
+	if (pool->is_pmem)
+		return 0;
+
+	/* by address (insertion sort: at most PMH_BATCH_RANGES, mostly in order) */
+	for (i = 1; i < n; i++)
+	{
+		const void *a = pool->batch[i].addr;
+		size_t		len = pool->batch[i].len;
+		int			j = i;
+
+		while (j > 0 && (uintptr_t) pool->batch[j - 1].addr > (uintptr_t) a)
+		{
+			pool->batch[j] = pool->batch[j - 1];
+			j--;
+		}
+		pool->batch[j].addr = a;
+		pool->batch[j].len = len;
+	}
+	for (i = 0; i < n; i++)
+	{
+		uintptr_t	a = (uintptr_t) pool->batch[i].addr;
+		uintptr_t	e = a + pool->batch[i].len;
+
+		if (i > 0 && a <= end + PMH_MSYNC_MERGE_GAP)
+		{
+			end = Max(end, e);
+			continue;
+		}
+		if (i > 0 && pmh_msync(pool, (const void *) start, end - start) != 0)
+			return -1;
+		start = a;
+		end = e;
+	}
+	if (n > 0 && pmh_msync(pool, (const void *) start, end - start) != 0)
+		return -1;
+	return 0;
 }
 
 /* wait until every flush issued so far has reached the device */
@@ -307,19 +391,9 @@ pmh_persist(PmhPool *pool, const void *addr, size_t len)
 
 	if (pool->batching)
 	{
-		if (pool->nbatch == PMH_BATCH_RANGES)
-		{
-			int			i;
-
-			/* flush what we have; the fence still waits for the end */
-			for (i = 0; i < pool->nbatch; i++)
-			{
-				if (pmh_flush_range(pool, pool->batch[i].addr,
-									pool->batch[i].len) != 0)
-					return -1;
-			}
-			pool->nbatch = 0;
-		}
+		/* flush what we have; the fence still waits for the end */
+		if (pool->nbatch == PMH_BATCH_RANGES && pmh_flush_batch(pool) != 0)
+			return -1;
 		pool->batch[pool->nbatch].addr = addr;
 		pool->batch[pool->nbatch].len = len;
 		pool->nbatch++;
@@ -336,6 +410,7 @@ pmh_persist(PmhPool *pool, const void *addr, size_t len)
 void
 pmh_batch_begin(PmhPool *pool)
 {
+	Assert(!pool->batching);
 	pool->batching = 1;
 	pool->nbatch = 0;
 }
@@ -347,17 +422,14 @@ pmh_batch_begin(PmhPool *pool)
 int
 pmh_batch_end(PmhPool *pool)
 {
-	int			i;
-	int			rc = 0;
 	int			n = pool->nbatch;
 
 	pool->batching = 0;
-	pool->nbatch = 0;
-	for (i = 0; i < n && rc == 0; i++)
-		rc = pmh_flush_range(pool, pool->batch[i].addr, pool->batch[i].len);
-	if (n > 0 && rc == 0)
+	if (pmh_flush_batch(pool) != 0)
+		return -1;
+	if (n > 0)
 		pmh_fence(pool);
-	return rc;
+	return 0;
 }
 
 /*
@@ -1186,6 +1258,59 @@ pmh_log_write(PmhPool *pool, uint32 line, int first, const PmhEntry *entries,
 	for (i = 0; i < n; i++)
 		dst[i].tag = entries[i].tag;
 	return pmh_persist(pool, dst, (size_t) n * PMH_ENTRY_BYTES);
+}
+
+/*
+ * Clear the tags of n backup-log slots (released ones whose copies must
+ * not come back after a crash) and persist them: one flush per touched
+ * line, from its first cleared tag to its last, and one fence.  Each
+ * clearing is one 8-byte store, failure-atomic on its own.  The caller
+ * keeps the slots from being reused or written meanwhile.  Returns 0, or
+ * -1 with errno set.
+ */
+int
+pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n)
+{
+	int			i;
+
+	if (n == 0)
+		return 0;
+	pmh_batch_begin(pool);
+	for (i = 0; i < n; i++)
+	{
+		uint32		line = slots[i] / PMH_BUCKET_SLOTS;
+		uint32		lo = slots[i] % PMH_BUCKET_SLOTS;
+		uint32		hi = lo;
+		PmhEntry   *e = pmh_log_line(pool, line);
+		int			j;
+
+		/* a line seen before is done */
+		for (j = 0; j < i; j++)
+			if (slots[j] / PMH_BUCKET_SLOTS == line)
+				break;
+		if (j < i)
+			continue;
+		for (j = i; j < n; j++)
+		{
+			uint32		s = slots[j] % PMH_BUCKET_SLOTS;
+
+			if (slots[j] / PMH_BUCKET_SLOTS != line)
+				continue;
+			e[s].tag = 0;
+			lo = Min(lo, s);
+			hi = Max(hi, s);
+		}
+		if (pmh_persist(pool, &e[lo].tag,
+						(size_t) (hi - lo) * PMH_ENTRY_BYTES + sizeof(uint64)) != 0)
+		{
+			int			save_errno = errno;
+
+			(void) pmh_batch_end(pool);
+			errno = save_errno;
+			return -1;
+		}
+	}
+	return pmh_batch_end(pool);
 }
 
 /* append an entry to a segment's D-bucket (the caller checked for room) */

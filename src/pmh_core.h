@@ -176,12 +176,13 @@ typedef struct PmhPoolState
 /* Persist-traffic counters kept by the choke point (per mapping). */
 typedef struct PmhPersistStats
 {
-	uint64		persists;		/* flush calls that reached the device */
-	uint64		bytes;			/* bytes covered by those calls */
+	uint64		persists;		/* ranges flushed */
+	uint64		bytes;			/* bytes covered by those ranges */
 	uint64		cachelines;		/* 64 B lines flushed */
 	uint64		lines_whole;	/* 256 B lines flushed whole */
 	uint64		lines_partial;	/* 256 B lines flushed in part */
 	uint64		fences;
+	uint64		syncs;			/* msync calls (ordinary file only) */
 } PmhPersistStats;
 
 /*
@@ -193,6 +194,13 @@ typedef struct PmhPersistStats
 typedef void (*PmhFlushHook) (void *arg, uint64 offset, size_t len);
 
 #define PMH_BATCH_RANGES		64
+
+/*
+ * With msync, ranges of one batch at most this far apart are made
+ * persistent by one call (a segment and its neighbours, a good part of the
+ * fixed backup log): a call costs a device flush, a clean page nothing.
+ */
+#define PMH_MSYNC_MERGE_GAP		(256 * 1024)
 
 /* One mapping of a pool file. */
 typedef struct PmhPool
@@ -479,6 +487,7 @@ extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
 /* ---- the backup log and D-buckets ---- */
 extern int	pmh_log_write(PmhPool *pool, uint32 line, int first,
 						  const PmhEntry *entries, int n);
+extern int	pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n);
 extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,
 							uint32 logslot);
 extern void pmh_pending_remove(PmhSegMeta *meta, int i);

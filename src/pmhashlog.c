@@ -242,38 +242,12 @@ pmhash_log_owns_line(PmhashIndex *idx)
 		idx->local->log_generation == idx->shared->generation;
 }
 
-/*
- * Release backup-log slots whose entries are in a segment now, or gone.
- * With "zero" (or while a VACUUM runs, see README.pmhash) their tags are
- * first cleared and persisted, so that a crash cannot bring them back.
- */
-void
-pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
+/* mark released backup-log slots free (log lock held exclusively) */
+static void
+pmhash_log_unpend(PmhashShared *shared, const uint32 *slots, int n)
 {
-	PmhashShared *shared = idx->shared;
 	int			i;
 
-	if (n == 0)
-		return;
-	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
-	if (zero || shared->vacuum_active > 0)
-	{
-		PmhPool    *pool = &idx->local->pool;
-
-		pmh_batch_begin(pool);
-		for (i = 0; i < n; i++)
-		{
-			PmhEntry   *e = pmh_log_entry(pool, slots[i]);
-
-			e->tag = 0;
-			(void) pmh_persist(pool, &e->tag, sizeof(uint64));
-		}
-		if (pmh_batch_end(pool) != 0)
-		{
-			LWLockRelease(&shared->loglock);
-			pmhash_report_io_error(idx->rel, "clear backup log of");
-		}
-	}
 	for (i = 0; i < n; i++)
 	{
 		PmhashLogLine *l = pmhash_log_line_state(shared, slots[i] / PMH_BUCKET_SLOTS);
@@ -283,6 +257,43 @@ pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
 		l->pending &= (uint16) ~bit;
 		shared->log_pending--;
 	}
+}
+
+/*
+ * Release backup-log slots whose entries are in a segment now, or gone.
+ * With "zero" (or while a VACUUM runs, see README.pmhash) their tags are
+ * first cleared and persisted, so that a crash cannot bring them back.
+ *
+ * The clearing happens without the log lock: the slots are still pending,
+ * and a pending slot is written by nobody but the caller (its line cannot
+ * be taken for reuse, VACUUM's clearing passes it by, and only the holder
+ * of its D-bucket entry, or of its reservation, releases it).  Whether a
+ * VACUUM runs is decided under the lock, together with the release when
+ * none does: a VACUUM that starts later finds the slots released and
+ * clears them itself.
+ */
+void
+pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
+{
+	PmhashShared *shared = idx->shared;
+
+	if (n == 0)
+		return;
+	if (!zero)
+	{
+		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+		if (shared->vacuum_active == 0)
+		{
+			pmhash_log_unpend(shared, slots, n);
+			LWLockRelease(&shared->loglock);
+			return;
+		}
+		LWLockRelease(&shared->loglock);
+	}
+	if (pmh_log_clear_slots(&idx->local->pool, slots, n) != 0)
+		pmhash_report_io_error(idx->rel, "clear backup log of");
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	pmhash_log_unpend(shared, slots, n);
 	LWLockRelease(&shared->loglock);
 }
 

@@ -9,8 +9,9 @@
  * keeps the pass complete while concurrent inserts split segments: a range
  * already visited only ever splits into clean halves.  A dead entry is
  * removed by clearing its tag word (one failure-atomic 8-byte store); the
- * touched lines of a bucket are persisted once.  The freed slots are reused
- * by later inserts.
+ * deletions of a segment and its chain are persisted in one batch before
+ * the segment lock is released.  The freed slots are reused by later
+ * inserts.
  *
  *-------------------------------------------------------------------------
  */
@@ -37,6 +38,8 @@ typedef struct PmhashVacState
 	void	   *callback_state;
 	Relation	heap;
 	BlockNumber nblocks;		/* heap length, refreshed when exceeded */
+	uint16	   *dead;			/* per bucket of a chain: slots to delete */
+	int			deadsegs;		/* segments "dead" has room for */
 } PmhashVacState;
 
 /*
@@ -81,22 +84,24 @@ pmhash_vacuum_log_end(int code, Datum arg)
 	pmhash_log_vacuum_end(c->shared, c->generation);
 }
 
-/* remove dead entries from one segment; returns entries removed */
+/*
+ * Find the dead entries of one segment: a mask of slots per bucket into
+ * dead[]; returns their number and counts the others in *remaining.
+ */
 static uint64
-pmhash_vacuum_segment(PmhashIndex *idx, uint32 segno, uint64 owner_word,
-					  PmhashVacState *vs, uint64 *remaining)
+pmhash_vacuum_judge(PmhashIndex *idx, uint32 segno, uint64 owner_word,
+					PmhashVacState *vs, uint16 *dead, uint64 *remaining)
 {
-	PmhPool    *pool = &idx->local->pool;
 	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
-	PmhEntry   *e = pmh_seg_entries(pool, segno);
-	uint64		removed = 0;
+	PmhEntry   *e = pmh_seg_entries(&idx->local->pool, segno);
+	uint64		ndead = 0;
 	int			b;
 
 	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
 		uint32		occ = meta->occ[b];
-		uint16		dead = 0;
 
+		dead[b] = 0;
 		while (occ)
 		{
 			int			s = pg_rightmost_one_pos32(occ);
@@ -108,18 +113,79 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 			ItemPointerSet(&tid, pmh_tag_block(ent->tag),
 						   pmh_tag_offset(ent->tag));
 			if (pmhash_tid_is_dead(vs, &tid))
-				dead |= (uint16) (1 << s);
+			{
+				dead[b] |= (uint16) (1 << s);
+				ndead++;
+			}
 			else
 				(*remaining)++;
 		}
-		if (dead)
-		{
-			if (pmh_delete_slots(pool, meta, segno, b, dead) != 0)
-				pmhash_report_io_error(idx->rel, "persist deletion in");
-			removed += pg_popcount32(dead);
-		}
 	}
-	return removed;
+	return ndead;
+}
+
+/*
+ * Remove the dead entries of primary segment segno and its overflow chain
+ * (segment lock exclusive); returns entries removed.  First every entry
+ * is judged (the callback and the heap length can fail: nothing is changed
+ * yet), then all deletions are made and persisted in one batch: one fence,
+ * and with msync about one call per segment.  Each deletion is one 8-byte
+ * store, failure-atomic on its own, so a crash inside the batch leaves any
+ * subset of them, each entry whole or gone.  The batch ends before the
+ * caller releases the segment lock.
+ */
+static uint64
+pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
+					PmhashVacState *vs, uint64 *remaining)
+{
+	PmhPool    *pool = &idx->local->pool;
+	uint64		ndead = 0;
+	int			nsegs = 0;
+	int			k;
+	int			rc = 0;
+	uint32		seg;
+
+	for (seg = segno; seg != PMH_NO_SEGMENT;
+		 seg = pmhash_seg_slot(idx, seg)->meta.ovf_next)
+	{
+		if (nsegs == vs->deadsegs)
+		{
+			vs->deadsegs *= 2;
+			vs->dead = repalloc(vs->dead, sizeof(uint16) * PMH_SEG_BUCKETS *
+								vs->deadsegs);
+		}
+		ndead += pmhash_vacuum_judge(idx, seg, owner_word, vs,
+									 &vs->dead[nsegs * PMH_SEG_BUCKETS],
+									 remaining);
+		nsegs++;
+	}
+	if (ndead == 0)
+		return 0;
+
+	pmh_batch_begin(pool);
+	for (seg = segno, k = 0; k < nsegs && rc == 0;
+		 seg = pmhash_seg_slot(idx, seg)->meta.ovf_next, k++)
+	{
+		PmhSegMeta *meta = &pmhash_seg_slot(idx, seg)->meta;
+		int			b;
+
+		for (b = 0; b < PMH_SEG_BUCKETS && rc == 0; b++)
+			if (vs->dead[k * PMH_SEG_BUCKETS + b] != 0)
+				rc = pmh_delete_slots(pool, meta, seg, b,
+									  vs->dead[k * PMH_SEG_BUCKETS + b]);
+	}
+	if (rc != 0)
+	{
+		int			save_errno = errno;
+
+		(void) pmh_batch_end(pool);
+		errno = save_errno;
+	}
+	else
+		rc = pmh_batch_end(pool);
+	if (rc != 0)
+		pmhash_report_io_error(idx->rel, "persist deletion in");
+	return ndead;
 }
 
 /*
@@ -172,6 +238,8 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	vs.callback_state = callback_state;
 	vs.heap = table_open(index->rd_index->indrelid, NoLock);
 	vs.nblocks = RelationGetNumberOfBlocks(vs.heap);
+	vs.deadsegs = 4;
+	vs.dead = palloc(sizeof(uint16) * PMH_SEG_BUCKETS * vs.deadsegs);
 
 	/* released backup-log copies must not outlive what we delete */
 	{
@@ -190,7 +258,6 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	{
 		PmhashIndex idx;
 		uint32		segno;
-		uint32		seg;
 		PmhashSegSlot *slot;
 		uint64		word;
 		int			depth;
@@ -211,10 +278,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		word = slot->meta.word;
 		got = pmhash_vacuum_pending(&idx, segno, pmhash_vac_dead, &vs,
 									&remaining);
-		got += pmhash_vacuum_segment(&idx, segno, word, &vs, &remaining);
-		for (seg = slot->meta.ovf_next; seg != PMH_NO_SEGMENT;
-			 seg = pmhash_seg_slot(&idx, seg)->meta.ovf_next)
-			got += pmhash_vacuum_segment(&idx, seg, word, &vs, &remaining);
+		got += pmhash_vacuum_chain(&idx, segno, word, &vs, &remaining);
 		pmhash_unlock_segment(&idx, segno);
 		if (got > 0)
 			pg_atomic_fetch_sub_u64(&idx.shared->entries, got);
@@ -236,6 +300,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	pmhash_vacuum_log_end(0, PointerGetDatum(&cleanup));
 
 	table_close(vs.heap, NoLock);
+	pfree(vs.dead);
 
 	stats->tuples_removed += (double) removed;
 	stats->num_index_tuples = (double) remaining;

@@ -607,36 +607,45 @@ log_add_extension(Worker *w)
 	pthread_mutex_unlock(&t->loglock);
 }
 
+/* mark released backup-log slots free (log lock held) */
+static void
+log_unpend(Table *t, const uint32 *slots, int n)
+{
+	int			i;
+
+	for (i = 0; i < n; i++)
+		t->lines[slots[i] / PMH_BUCKET_SLOTS].pending &=
+			(uint16) ~(1 << (slots[i] % PMH_BUCKET_SLOTS));
+}
+
 /*
  * Release backup-log slots whose entries are in their segment now, or
  * gone; with "zero", or while deletes run, clear and persist their tags
- * first (pmhash_log_release).
+ * first (pmhash_log_release: outside the log lock, while the slots are
+ * still pending; whether deletes run is decided under the lock).
  */
 static void
 log_release(Worker *w, const uint32 *slots, int n, bool zero)
 {
 	Table	   *t = w->t;
-	int			i;
 
 	if (n == 0)
 		return;
-	pthread_mutex_lock(&t->loglock);
-	if (zero || t->vacuum_active)
+	if (!zero)
 	{
-		pmh_batch_begin(&w->pool);
-		for (i = 0; i < n; i++)
+		pthread_mutex_lock(&t->loglock);
+		if (!t->vacuum_active)
 		{
-			PmhEntry   *e = pmh_log_entry(&w->pool, slots[i]);
-
-			e->tag = 0;
-			(void) pmh_persist(&w->pool, &e->tag, sizeof(uint64));
+			log_unpend(t, slots, n);
+			pthread_mutex_unlock(&t->loglock);
+			return;
 		}
-		if (pmh_batch_end(&w->pool) != 0)
-			die("clearing backup-log slots: %m");
+		pthread_mutex_unlock(&t->loglock);
 	}
-	for (i = 0; i < n; i++)
-		t->lines[slots[i] / PMH_BUCKET_SLOTS].pending &=
-			(uint16) ~(1 << (slots[i] % PMH_BUCKET_SLOTS));
+	if (pmh_log_clear_slots(&w->pool, slots, n) != 0)
+		die("clearing backup-log slots: %m");
+	pthread_mutex_lock(&t->loglock);
+	log_unpend(t, slots, n);
 	pthread_mutex_unlock(&t->loglock);
 }
 

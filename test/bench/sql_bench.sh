@@ -26,14 +26,20 @@
 #   7. VACUUM: a fresh copy with the index, VACUUM, DELETE 10 % (50 %) of
 #      the rows spread over the table, then VACUUM (INDEX_CLEANUP ON)
 #      timed; index part = that minus the same without an index
-#   8. pgbench scripts from test/bench/pgbench/ (select-only by key,
+#   8. inserts while VACUUM runs: a fresh copy with the index, pgbench
+#      insert.sql at $VI_CLIENTS clients for $VI_TIME seconds alone, then
+#      again while another session runs VACUUM (INDEX_CLEANUP ON) back to
+#      back (10 % of the rows deleted before the first, 0.1 % after each),
+#      sampling pg_stat_activity every 10 ms: how often an inserting
+#      backend waits on pmhash's backup-log lock
+#   9. pgbench scripts from test/bench/pgbench/ (select-only by key,
 #      single-row insert, 50/50 mixed, YCSB-A-like update mix) at each of
 #      $CLIENTS clients, $PGB_TIME seconds each, -M prepared, on the three
 #      tables in turn (renamed to "pgb"); VACUUM after each write script;
 #      synchronous_commit = off unless PMHASH_BENCH_SYNC_COMMIT=on (else the
 #      WAL flush at every commit, the same for all three, hides the index;
 #      pmhash still persists its backup log before each commit record)
-#   9. report: sql.md (markdown: absolute numbers, ratios to btree and hash,
+#  10. report: sql.md (markdown: absolute numbers, ratios to btree and hash,
 #      the issue's targets), sql.tsv (one row per number), PNG plots
 #      (gnuplot), all in test/bench/results/<date>/ (or $PMHASH_BENCH_OUT)
 #
@@ -43,12 +49,14 @@
 # Knobs: PMHASH_BENCH_ROWS (1000000), PMHASH_BENCH_PROBES (1000000),
 #        PMHASH_BENCH_REPEAT (3), PMHASH_BENCH_THETA (0.99),
 #        PMHASH_BENCH_PGBENCH_TIME (5 seconds per run; 0 skips pgbench),
+#        PMHASH_BENCH_VACINS_TIME (10 seconds per run of step 8; 0 skips
+#        it), PMHASH_BENCH_VACINS_CLIENTS (4),
 #        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT (off),
 #        PMHASH_BENCH_SHARED_BUFFERS (1GB),
 #        PMHASH_BENCH_MODE ("emulated": pools on /dev/shm with
 #        PMEM_IS_PMEM_FORCE=1; "file": pools in the data directory, msync),
 #        PMHASH_BENCH_SKIP ("vacuum,pgbench,..." steps to skip: build,
-#        probe, upkeep, vacuum, pgbench), PMHASH_BENCH_OUT (results
+#        probe, upkeep, vacuum, vacins, pgbench), PMHASH_BENCH_OUT (results
 #        directory), PMHASH_BENCH_SKIP_BUILD=1 (reuse tmp_install),
 #        PMHASH_BENCH_KEEP=1 (keep the cluster directory), PMHASH_BENCH_CONF
 #        (extra postgresql.conf lines), PG_CONFIG.
@@ -72,6 +80,8 @@ PROBES=${PMHASH_BENCH_PROBES:-1000000}
 REPEAT=${PMHASH_BENCH_REPEAT:-3}
 THETA=${PMHASH_BENCH_THETA:-0.99}
 PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-5}
+VI_TIME=${PMHASH_BENCH_VACINS_TIME:-10}
+VI_CLIENTS=${PMHASH_BENCH_VACINS_CLIENTS:-4}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2 8}
 SYNC_COMMIT=${PMHASH_BENCH_SYNC_COMMIT:-off}
 SHARED_BUFFERS=${PMHASH_BENCH_SHARED_BUFFERS:-1GB}
@@ -405,6 +415,98 @@ EOF
 	done
 fi
 
+# ------------------------------------------- inserts while VACUUM runs ---
+
+if ! skip vacins && [ "$VI_TIME" -gt 0 ]; then
+	pmh_head "single-row inserts, $VI_CLIENTS clients, ${VI_TIME}s: alone, then beside back-to-back VACUUMs"
+	PGBENCH_VI=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$VI_TIME"
+		-c "$VI_CLIENTS" -j "$((VI_CLIENTS < 2 ? VI_CLIENTS : 2))" -D rows="$ROWS" -f "$HERE/pgbench/insert.sql")
+	# vi_pgbench: run the insert script on "pgb"; prints its TPS
+	vi_pgbench() {
+		local out tps failed
+		out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH_VI[@]}" bench 2>&1) || {
+			pmh_err "pgbench failed:"
+			tail -n 20 <<<"$out" | sed 's/^/    /' >&2
+			return 1
+		}
+		tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
+		failed=$(sed -n -E 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
+		[ -n "$tps" ] && [ "${failed:-0}" = 0 ] || return 1
+		printf '%.0f' "$tps"
+	}
+	# what the inserting backends wait for: sampled every 10 ms, committed
+	# between samples (pg_stat_activity is a snapshot per transaction)
+	sql >/dev/null <<'EOF' || STATUS=1
+CREATE OR REPLACE PROCEDURE vi_sample(secs float8, INOUT inserters bigint DEFAULT 0,
+                                      INOUT on_log_lock bigint DEFAULT 0)
+LANGUAGE plpgsql AS $$
+DECLARE
+  stop timestamptz := clock_timestamp() + secs * interval '1 second';
+  a bigint;
+  w bigint;
+BEGIN
+  WHILE clock_timestamp() < stop LOOP
+    SELECT count(*), count(*) FILTER (WHERE wait_event = 'pmhash_log')
+      INTO a, w FROM pg_stat_activity
+      WHERE application_name = 'pgbench' AND state = 'active';
+    inserters := inserters + a;
+    on_log_lock := on_log_lock + w;
+    COMMIT;
+    PERFORM pg_sleep(0.01);
+  END LOOP;
+END $$;
+EOF
+	for am in "${AMS[@]}"; do
+		sql >/dev/null <<EOF || {
+DROP TABLE IF EXISTS pgb;
+CREATE TABLE pgb AS TABLE t_btree;
+CREATE INDEX pgb_k ON pgb USING $am (k);
+VACUUM pgb;
+CHECKPOINT;
+EOF
+			STATUS=1
+			continue
+		}
+		alone=$(vi_pgbench) || {
+			STATUS=1
+			continue
+		}
+		# dead rows for the first VACUUM; after each VACUUM 0.1 % more
+		sql -c "DELETE FROM pgb WHERE k % 100 < 10" >/dev/null || STATUS=1
+		stop=$LOGDIR/vacins.stop
+		rm -f "$stop" "$LOGDIR/vacins.count"
+		(
+			n=0 busy=0 i=0
+			while [ ! -e "$stop" ]; do
+				t0=$(pmh_now)
+				sql -c "VACUUM (INDEX_CLEANUP ON) pgb" >/dev/null || exit 1
+				busy=$(awk -v b="$busy" -v t0="$t0" -v t1="$(pmh_now)" 'BEGIN { printf "%.3f", b + t1 - t0 }')
+				n=$((n + 1))
+				sql -c "DELETE FROM pgb WHERE k <= $ROWS AND k % 1000 = $((i % 1000))" >/dev/null || exit 1
+				i=$((i + 1))
+			done
+			echo "$n $busy" >"$LOGDIR/vacins.count"
+		) &
+		vpid=$!
+		sql -c "CALL vi_sample($VI_TIME)" >"$LOGDIR/vacins.waits" 2>&1 &
+		spid=$!
+		beside=$(vi_pgbench) || STATUS=1
+		touch "$stop"
+		wait "$vpid" || STATUS=1
+		wait "$spid" || STATUS=1
+		waits=$(awk -F'|' 'NF == 2 && $1 > 0 { printf "%.1f", 100 * $2 / $1 }' "$LOGDIR/vacins.waits")
+		read -r nvac busy <"$LOGDIR/vacins.count" 2>/dev/null || nvac='' busy=''
+		printf '    %-7s alone %6s tps, beside VACUUM %6s tps (%s VACUUMs, %s s of them, the last one waited for; %s %% of inserter samples on the pmhash log lock)\n' \
+			"$am" "$alone" "${beside:-n/a}" "${nvac:-n/a}" "${busy:-n/a}" "${waits:-n/a}"
+		record vacins_alone_tps "$am" "$alone" tps
+		[ -n "${beside:-}" ] && record vacins_vacuum_tps "$am" "$beside" tps
+		[ -n "${nvac:-}" ] && record vacins_vacuums "$am" "$nvac" count
+		[ -n "${busy:-}" ] && record vacins_vacuum_s "$am" "$busy" s
+		[ -n "${waits:-}" ] && record vacins_log_lock_pct "$am" "$waits" %
+	done
+	sql -c "DROP TABLE IF EXISTS pgb; DROP PROCEDURE vi_sample" >/dev/null
+fi
+
 # ------------------------------------------------------------- pgbench ---
 
 SCRIPTS=(select_only insert mixed ycsb_a)
@@ -508,6 +610,18 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	echo "Without an index: INSERT ... SELECT $(num_or_na "$(val insert none)") ms, COPY $(num_or_na "$(val copy none)") ms, VACUUM after 10 % / 50 %: $(num_or_na "$(val vac10 none)") / $(num_or_na "$(val vac50 none)") ms."
 	echo "pmhash after CREATE INDEX: pool $(num_or_na "$(val pool_bytes_per_entry pmhash)") B/entry, shared memory $(num_or_na "$(val shmem_bytes_per_entry pmhash)") B/entry, load factor $(num_or_na "$(val load_factor pmhash)"); write amplification of the INSERT ... SELECT load: $(num_or_na "$(val wa pmhash)") (media model)."
 	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
+	if ! skip vacins && [ "$VI_TIME" -gt 0 ]; then
+		echo
+		echo "Single-row inserts (pgbench insert.sql, $VI_CLIENTS clients, ${VI_TIME}s, synchronous_commit = $SYNC_COMMIT) into a copy of the table, alone and then beside back-to-back VACUUM (INDEX_CLEANUP ON) runs, each after deleting 0.1 % of the rows (the first after 10 %):"
+		echo
+		echo "| | pmhash | btree | hash | pmhash / btree | pmhash / hash | |"
+		echo "| --- | --- | --- | --- | --- | --- | --- |"
+		row "inserts alone (tps)" vacins_alone_tps
+		row "inserts beside VACUUM (tps)" vacins_vacuum_tps
+		row "VACUUMs run meanwhile" vacins_vacuums
+		row "seconds spent in them (the last one is waited for)" vacins_vacuum_s
+		row "inserting backends waiting on the pmhash log lock (% of samples)" vacins_log_lock_pct
+	fi
 	if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 		echo
 		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, ${PGB_TIME}s per run, transactions per second; scripts in test/bench/pgbench/):"

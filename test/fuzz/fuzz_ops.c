@@ -251,17 +251,16 @@ idx_of_slot(const FoState *st, uint32 logslot)
 
 /*
  * Release log slots (pmhash_log_release): with "zero", or while a delete
- * runs, their tags are cleared and persisted first.
+ * runs, their tags are cleared and persisted first (pmh_log_clear_slots).
  */
 static void
 log_release(FoState *st, const uint32 *slots, int n, bool zero)
 {
-	PmhPool    *pool = &st->fp.pool;
-	bool		clear = zero || st->vacuum_active;
 	int			i;
 
-	if (clear)
-		pmh_batch_begin(pool);
+	if (n > 0 && (zero || st->vacuum_active))
+		FZ_ASSERT(pmh_log_clear_slots(&st->fp.pool, slots, n) == 0,
+				  "clearing log slots: %m");
 	for (i = 0; i < n; i++)
 	{
 		uint32		idx = idx_of_slot(st, slots[i]);
@@ -269,17 +268,8 @@ log_release(FoState *st, const uint32 *slots, int n, bool zero)
 
 		FZ_ASSERT(st->pending[idx] & bit, "release of log slot %u, which is not pending",
 				  slots[i]);
-		if (clear)
-		{
-			PmhEntry   *e = pmh_log_entry(pool, slots[i]);
-
-			e->tag = 0;
-			(void) pmh_persist(pool, &e->tag, sizeof(uint64));
-		}
 		st->pending[idx] &= (uint16) ~bit;
 	}
-	if (clear)
-		FZ_ASSERT(pmh_batch_end(pool) == 0, "clearing log slots: %m");
 }
 
 /* FzReleaseFn for relocations */

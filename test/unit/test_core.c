@@ -2499,6 +2499,245 @@ test_batch(void)
 }
 
 /*
+ * With msync, the ranges of a batch are sorted and those within
+ * PMH_MSYNC_MERGE_GAP of each other share one msync call, while the
+ * accounting (counters, hook) still sees every range as persisted, in the
+ * order persisted.  On persistent memory no msync is made at all.  Both
+ * passes run the msync part (the mapping takes msync as well as CPU
+ * flushes).
+ */
+static void
+test_batch_msync(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	HookLog		hl;
+	char	   *seg;
+	char	   *log;
+	int			save_pmem;
+	int			i;
+
+	if (!tpool_create(&tp, "batchmsync", 2))
+		return;
+	st = &tp.pool.stats;
+	seg = (char *) pmh_seg_entries(&tp.pool, 1);
+	log = (char *) pmh_log_line(&tp.pool, 0);
+	CHECK(seg - log > PMH_MSYNC_MERGE_GAP);
+
+	/* the mapping's own mode: msync calls iff it is no pmem mapping */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, seg + 512, 16) == 0);
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECKF(st->syncs == (tp.pool.is_pmem ? 0 : 1),
+		   "is_pmem %d: %llu msync calls", tp.pool.is_pmem,
+		   (unsigned long long) st->syncs);
+
+	save_pmem = tp.pool.is_pmem;
+	tp.pool.is_pmem = 0;
+
+	/*
+	 * Out of order: a segment line, the log's first line, the log's tenth
+	 * line, the segment's first line.  The two log lines share a call, the
+	 * two segment lines another; the hook hears four ranges in the order
+	 * they were persisted, then one fence.
+	 */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, seg + 4096, 256) == 0);
+	CHECK(pmh_persist(&tp.pool, log, 16) == 0);
+	CHECK(pmh_persist(&tp.pool, log + 10 * PMH_LINE_BYTES, 64) == 0);
+	CHECK(pmh_persist(&tp.pool, seg, 8) == 0);
+	CHECK(st->syncs == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECKF(st->syncs == 2, "%llu msync calls for two groups of ranges",
+		   (unsigned long long) st->syncs);
+	check_stats(st, 4, 256 + 16 + 64 + 8, 4 + 1 + 1 + 1, 1, 3, 1,
+				"msync batch of four ranges");
+	CHECKF(hl.nranges == 4 && hl.nfences == 1 && hl.nevents == 5 &&
+		   hl.off[0] == bucket_offset(&tp, 1, 0) + 4096 &&
+		   hl.off[1] == PMH_LOG_OFFSET &&
+		   hl.off[2] == PMH_LOG_OFFSET + 10 * PMH_LINE_BYTES &&
+		   hl.off[3] == bucket_offset(&tp, 1, 0) && hl.len[4] == 0,
+		   "hook: %d ranges, %d fences", hl.nranges, hl.nfences);
+
+	/* every bucket of a segment, last to first: one call */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	for (i = PMH_SEG_BUCKETS - 1; i >= 0; i--)
+		CHECK(pmh_persist(&tp.pool, seg + i * PMH_LINE_BYTES + 8, 8) == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECKF(st->syncs == 1 && st->persists == PMH_SEG_BUCKETS && st->fences == 1,
+		   "a segment's buckets: %llu msync calls, %llu ranges, %llu fences",
+		   (unsigned long long) st->syncs, (unsigned long long) st->persists,
+		   (unsigned long long) st->fences);
+
+	/*
+	 * More than PMH_BATCH_RANGES ranges: the full batch is flushed early
+	 * (one call), the rest at the end (another), one fence.
+	 */
+	hook_start(&tp, &hl);
+	pmh_batch_begin(&tp.pool);
+	for (i = 0; i < 100; i++)
+		CHECK(pmh_persist(&tp.pool, seg + i * PMH_CACHELINE_BYTES, 16) == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECKF(st->syncs == 2 && st->persists == 100 && st->fences == 1,
+		   "100 ranges: %llu msync calls, %llu ranges, %llu fences",
+		   (unsigned long long) st->syncs, (unsigned long long) st->persists,
+		   (unsigned long long) st->fences);
+
+	/* outside a batch: one call per persist, as before */
+	hook_start(&tp, &hl);
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 16, 16) == 0);
+	CHECK(st->syncs == 2 && st->fences == 2);
+
+	tp.pool.is_pmem = save_pmem;
+	hook_stop(&tp);
+	tpool_close(&tp);
+}
+
+/*
+ * A batch whose msync fails: pmh_batch_end returns -1 with errno set (an
+ * msync over a range that is not mapped fails with ENOMEM), fences nothing
+ * and leaves the pool out of batch mode; so does pmh_log_clear_slots, also
+ * when the failure comes from a full batch flushed early.  The pool here
+ * is an anonymous mapping of 128 log lines with a hole where lines 16 to
+ * 31 would be.
+ */
+static void
+test_batch_error(void)
+{
+	PmhPool		pool;
+	size_t		len = PMH_LOG_OFFSET + 128 * PMH_LINE_BYTES;
+	char	   *base;
+	uint32		slots[70];
+	int			i;
+
+	base = mmap(NULL, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+				-1, 0);
+	if (!CHECKF(base != MAP_FAILED, "mmap: %m"))
+		return;
+	CHECK(munmap(base + PMH_LOG_OFFSET + 4096, 4096) == 0);
+	memset(&pool, 0, sizeof(pool));
+	pool.base = base;
+	pool.mapped_len = len;
+	pool.is_pmem = 0;
+
+	/* either side of the hole alone is fine */
+	pmh_batch_begin(&pool);
+	CHECK(pmh_persist(&pool, base + PMH_LOG_OFFSET, 16) == 0);
+	CHECK(pmh_batch_end(&pool) == 0);
+	CHECK(pool.stats.syncs == 1 && pool.stats.fences == 1);
+
+	/* both: one merged call across the hole, which fails */
+	memset(&pool.stats, 0, sizeof(pool.stats));
+	pmh_batch_begin(&pool);
+	CHECK(pmh_persist(&pool, base + PMH_LOG_OFFSET, 16) == 0);
+	CHECK(pmh_persist(&pool, base + PMH_LOG_OFFSET + 8192, 16) == 0);
+	errno = 0;
+	CHECK(pmh_batch_end(&pool) == -1 && errno == ENOMEM);
+	CHECK(pool.batching == 0 && pool.nbatch == 0 && pool.stats.fences == 0);
+
+	/* pmh_log_clear_slots: lines 0 and 40 */
+	memset(&pool.stats, 0, sizeof(pool.stats));
+	pmh_log_line(&pool, 40)[3].tag = 77;
+	slots[0] = 3;
+	slots[1] = 40 * PMH_BUCKET_SLOTS + 3;
+	errno = 0;
+	CHECK(pmh_log_clear_slots(&pool, slots, 2) == -1 && errno == ENOMEM);
+	CHECK(pool.batching == 0 && pool.stats.fences == 0);
+	CHECK(pmh_log_line(&pool, 40)[3].tag == 0);
+
+	/*
+	 * 70 lines, the first 64 across the hole: the early flush of the full
+	 * batch fails inside pmh_persist
+	 */
+	memset(&pool.stats, 0, sizeof(pool.stats));
+	for (i = 0; i < 70; i++)
+		slots[i] = (uint32) ((i < 16 ? i : i + 16) * PMH_BUCKET_SLOTS);
+	errno = 0;
+	CHECK(pmh_log_clear_slots(&pool, slots, 70) == -1 && errno == ENOMEM);
+	CHECK(pool.batching == 0 && pool.stats.fences == 0);
+	CHECKF(pool.stats.persists == PMH_BATCH_RANGES,
+		   "%llu ranges accounted before the failure",
+		   (unsigned long long) pool.stats.persists);
+
+	(void) munmap(base, PMH_LOG_OFFSET + 4096);
+	(void) munmap(base + PMH_LOG_OFFSET + 8192, len - PMH_LOG_OFFSET - 8192);
+}
+
+/*
+ * pmh_log_clear_slots: the tags of the given slots become 0 (their hashes
+ * and every other slot stay), one range per touched line from its first
+ * cleared tag to its last, one fence; no slots, nothing at all.
+ */
+static void
+test_log_clear_slots(void)
+{
+	/* lines 5 (slots 9, 2, 14), 0 (slot 0), 700 (slot 15), in this order */
+	static const uint32 slots[] = {
+		5 * PMH_BUCKET_SLOTS + 9, 0, 5 * PMH_BUCKET_SLOTS + 2,
+		700 * PMH_BUCKET_SLOTS + 15, 5 * PMH_BUCKET_SLOTS + 14,
+	};
+	static const uint32 lines[] = {0, 5, 700};
+	TPool		tp;
+	PmhPersistStats *st;
+	HookLog		hl;
+	int			i;
+	int			k;
+
+	if (!tpool_create(&tp, "logclear", 1))
+		return;
+	st = &tp.pool.stats;
+	for (i = 0; i < (int) lengthof(lines); i++)
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		{
+			PmhEntry   *e = &pmh_log_line(&tp.pool, lines[i])[k];
+
+			e->hash = 1000 * lines[i] + (uint64) k + 1;
+			e->tag = pmh_tag_make(e->hash, lines[i], (uint16) (k + 1));
+		}
+
+	hook_start(&tp, &hl);
+	CHECK(pmh_log_clear_slots(&tp.pool, slots, 0) == 0);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "clearing no slots");
+
+	CHECK(pmh_log_clear_slots(&tp.pool, slots, lengthof(slots)) == 0);
+	for (i = 0; i < (int) lengthof(lines); i++)
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		{
+			uint32		slot = lines[i] * PMH_BUCKET_SLOTS + (uint32) k;
+			const PmhEntry *e = &pmh_log_line(&tp.pool, lines[i])[k];
+			bool		cleared = false;
+			size_t		j;
+
+			for (j = 0; j < lengthof(slots); j++)
+				cleared |= slots[j] == slot;
+			CHECKF(e->hash == 1000 * lines[i] + (uint64) k + 1,
+				   "line %u slot %d: hash changed", lines[i], k);
+			CHECKF(cleared ? e->tag == 0 :
+				   e->tag == pmh_tag_make(e->hash, lines[i], (uint16) (k + 1)),
+				   "line %u slot %d: tag %016llx", lines[i], k,
+				   (unsigned long long) e->tag);
+		}
+	/*
+	 * line 5: tags of slots 2..14 (200 bytes, cache lines 0..3: whole);
+	 * line 0: slot 0's tag; line 700: slot 15's tag
+	 */
+	check_stats(st, 3, 200 + 8 + 8, 4 + 1 + 1, 1, 2, 1, "clearing 5 slots");
+	CHECKF(hl.nranges == 3 && hl.nfences == 1 &&
+		   hl.off[0] == PMH_LOG_OFFSET + 5 * PMH_LINE_BYTES && hl.len[0] == 256 &&
+		   hl.off[1] == PMH_LOG_OFFSET && hl.len[1] == 64 &&
+		   hl.off[2] == PMH_LOG_OFFSET + 700 * PMH_LINE_BYTES + 192 &&
+		   hl.len[2] == 64,
+		   "hook: %d ranges, %d fences", hl.nranges, hl.nfences);
+	hook_stop(&tp);
+	tpool_close(&tp);
+}
+
+/*
  * pmh_log_entry_is_live, and pmh_log_write: the entries land in the given
  * slots (nothing else of the line changes) and cost one flush of exactly the
  * covered bytes and one fence.
@@ -4030,6 +4269,9 @@ static const TestDef tests[] = {
 	{"split_enospc", test_split_enospc},
 	{"max_depth", test_max_depth},
 	{"batch", test_batch},
+	{"batch_msync", test_batch_msync},
+	{"batch_error", test_batch_error},
+	{"log_clear_slots", test_log_clear_slots},
 	{"log_write", test_log_write},
 	{"pending_bookkeeping", test_pending_bookkeeping},
 	{"relocate_full_dbucket", test_relocate_full_dbucket},

@@ -147,6 +147,10 @@ typedef struct Sim
 	uint64		lost;			/* live entries a crash image lacked */
 	uint64		back;			/* deleted entries a crash image held */
 	bool		keep_zeroed;	/* mutation: VACUUM leaves reused lines be */
+	bool		vacuum_active;	/* a VACUUM runs: releases clear their tags */
+	bool		keep_released;	/* mutation: releases during VACUUM do not */
+	bool		serial_vacuum;	/* no transactions between VACUUM's segments */
+	uint64		vacuum_relocations; /* relocations while a VACUUM ran */
 } Sim;
 
 static Sim *g_sim;
@@ -515,26 +519,22 @@ sim_line_index(uint32 logslot)
 }
 
 /*
- * Release log slots whose entries are in a segment now, or gone; with
- * "zero" their tags are cleared and persisted first (pmhash_log_release).
+ * Release log slots whose entries are in a segment now, or gone
+ * (pmhash_log_release): with "zero", or while a VACUUM runs, their tags
+ * are cleared and persisted first (pmh_log_clear_slots: one flush per
+ * touched line), while the slots are still pending, and only then are
+ * they marked free.  The server clears them without the log lock and
+ * takes it only to mark them free; a single-threaded simulator sees the
+ * same order of persist points.
  */
 static void
 sim_release(Sim *sim, const uint32 *slots, int n, bool zero)
 {
 	int			i;
 
-	if (zero && n > 0)
-	{
-		pmh_batch_begin(&sim->tp.pool);
-		for (i = 0; i < n; i++)
-		{
-			PmhEntry   *e = pmh_log_entry(&sim->tp.pool, slots[i]);
-
-			e->tag = 0;
-			(void) pmh_persist(&sim->tp.pool, &e->tag, sizeof(uint64));
-		}
-		CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "clearing log slots: %m");
-	}
+	if (n > 0 && (zero || (sim->vacuum_active && !sim->keep_released)))
+		CHECKF(pmh_log_clear_slots(&sim->tp.pool, slots, n) == 0,
+			   "clearing log slots: %m");
 	for (i = 0; i < n; i++)
 	{
 		int			l = sim_line_index(slots[i]);
@@ -557,6 +557,8 @@ sim_relocate(Sim *sim, uint32 p)
 	r = pmh_relocate(&sim->tp.pool, &sim->tp.cb, p, false, released, &nrel,
 					 &ndup);
 	CHECKF(ndup == 0, "relocation of %u found %d duplicates", p, ndup);
+	if (sim->vacuum_active && nrel > 0)
+		sim->vacuum_relocations++;
 	sim_release(sim, released, nrel, false);
 	if (r == PMH_INSERT_SPLIT)
 		(void) tpool_split(&sim->tp, p);
@@ -606,7 +608,9 @@ sim_place(Sim *sim, uint64 hash, uint64 tag, uint32 logslot)
 		}
 		sim_relocate(sim, p);
 	}
-	CHECKF(false, "placing %016llx did not finish", (unsigned long long) hash);
+	/* (after a failed check the loop stops early: no second message) */
+	CHECKF(unit_test_failures > 0, "placing %016llx did not finish",
+		   (unsigned long long) hash);
 }
 
 /* add log segment number sim->nexts (pmhash_log_add_extension) */
@@ -751,54 +755,78 @@ sim_doomed(Sim *sim, uint64 tag)
 	return id != UINT32_MAX && sim->e[id].doomed;
 }
 
-/* VACUUM's pass over one segment: delete the doomed entries bucket by bucket */
+/*
+ * VACUUM's pass over primary segment p and its overflow chain
+ * (pmhash_vacuum_chain): judge every entry first, then delete the doomed
+ * ones of the whole chain and persist them in one batch, one fence.
+ */
 static void
-sim_vacuum_segment(Sim *sim, uint32 s)
+sim_vacuum_chain(Sim *sim, uint32 p)
 {
-	PmhSegMeta *meta = &sim->tp.meta[s];
-	const PmhEntry *ent = pmh_seg_entries(&sim->tp.pool, s);
+	uint16		dead[8][PMH_SEG_BUCKETS];
+	uint32		segs[8];
+	int			nsegs = 0;
+	int			ndead = 0;
+	uint32		c;
+	uint32		id;
+	int			k;
 	int			b;
 
-	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	for (c = p; c != PMH_NO_SEGMENT; c = sim->tp.meta[c].ovf_next)
 	{
-		uint32		ids[PMH_BUCKET_SLOTS];
-		uint16		dead = 0;
-		int			n = 0;
-		int			k;
+		const PmhEntry *ent = pmh_seg_entries(&sim->tp.pool, c);
 
-		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		if (!CHECKF(nsegs < (int) lengthof(segs), "chain of %u too long", p))
+			return;
+		segs[nsegs] = c;
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
 		{
-			uint64		tag = ent[b * PMH_BUCKET_SLOTS + k].tag;
-
-			if ((meta->occ[b] & (1 << k)) && sim_doomed(sim, tag))
+			dead[nsegs][b] = 0;
+			for (k = 0; k < PMH_BUCKET_SLOTS; k++)
 			{
-				dead |= (uint16) (1 << k);
-				ids[n++] = sim_id(sim, tag);
+				uint64		tag = ent[b * PMH_BUCKET_SLOTS + k].tag;
+
+				if ((sim->tp.meta[c].occ[b] & (1 << k)) && sim_doomed(sim, tag))
+				{
+					dead[nsegs][b] |= (uint16) (1 << k);
+					sim->e[sim_id(sim, tag)].state = SIM_DELETING;
+					ndead++;
+				}
 			}
 		}
-		if (n == 0)
-			continue;
-		for (k = 0; k < n; k++)
-			sim->e[ids[k]].state = SIM_DELETING;
-		CHECKF(pmh_delete_slots(&sim->tp.pool, meta, s, b, dead) == 0,
-			   "pmh_delete_slots: %m");
-		for (k = 0; k < n; k++)
-			sim->e[ids[k]].state = SIM_DELETED;
+		nsegs++;
 	}
+	if (ndead == 0)
+		return;
+	pmh_batch_begin(&sim->tp.pool);
+	for (k = 0; k < nsegs; k++)
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+			if (dead[k][b] != 0)
+				CHECKF(pmh_delete_slots(&sim->tp.pool, &sim->tp.meta[segs[k]],
+										segs[k], b, dead[k][b]) == 0,
+					   "pmh_delete_slots: %m");
+	CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "pmh_batch_end: %m");
+	for (id = 0; id < sim->ne; id++)
+		if (sim->e[id].state == SIM_DELETING)
+			sim->e[id].state = SIM_DELETED;
 }
 
 /*
  * VACUUM (pmhashbulkdelete): doom a random share of the live entries, clear
  * the released backup-log copies and flush the lines zeroed for reuse
- * (pmhash_log_vacuum_begin), then, segment
- * by segment, drop doomed entries from the D-bucket (releasing their log
- * slots with their tags cleared) and from the segment and its chain.
+ * (pmhash_log_vacuum_begin, which also marks the VACUUM as running), then
+ * walk the hash space a primary segment at a time: drop doomed entries
+ * from its D-bucket (releasing their log slots with their tags cleared)
+ * and from the segment and its chain.  Between two segments other
+ * transactions run (the server releases the segment lock there): their
+ * relocations, splits and log reuse interleave with the pass, and while
+ * it runs relocations clear the log copies they release.
  */
 static void
 sim_vacuum(Sim *sim, int percent)
 {
 	uint32		id;
-	uint64		s;
+	uint64		pos = 0;
 	int			i;
 
 	for (id = 0; id < sim->ne; id++)
@@ -824,18 +852,19 @@ sim_vacuum(Sim *sim, int percent)
 	}
 	CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "clearing the backup log: %m");
 	memset(sim->zeroed, 0, sizeof(sim->zeroed));
+	sim->vacuum_active = true;
 
-	for (s = 0; s < sim->tp.nseg && unit_test_failures == 0; s++)
+	while (unit_test_failures == 0)
 	{
-		PmhSegMeta *meta = &sim->tp.meta[s];
+		uint32		p = sim->tp.dir[pmh_dir_index(pos, sim->tp.gd)];
+		PmhSegMeta *meta = &sim->tp.meta[p];
+		uint64		word = meta->word;
 		uint32		slots[PMH_DBUCKET_SLOTS];
 		uint32		ids[PMH_DBUCKET_SLOTS];
 		int			n = 0;
-		uint32		c;
 		uint32		j = 0;
+		int			depth;
 
-		if (sim->tp.role[s] != T_PRIMARY)
-			continue;
 		while (j < meta->npending)
 		{
 			if (sim_doomed(sim, meta->pending[j].tag))
@@ -851,9 +880,23 @@ sim_vacuum(Sim *sim, int percent)
 		sim_release(sim, slots, n, true);
 		for (i = 0; i < n; i++)
 			sim->e[ids[i]].state = SIM_DELETED;
-		for (c = (uint32) s; c != PMH_NO_SEGMENT; c = sim->tp.meta[c].ovf_next)
-			sim_vacuum_segment(sim, c);
+		sim_vacuum_chain(sim, p);
+
+		/* next range: just past this segment's prefix */
+		depth = pmh_segword_depth(word);
+		if (depth == 0)
+			break;
+		pos = (pmh_segword_prefix(word) << (64 - depth)) +
+			(UINT64CONST(1) << (64 - depth));
+		if (pos == 0)
+			break;
+
+		/* others insert meanwhile: 0 to 2 transactions */
+		for (i = sim->serial_vacuum ? 0 : (int) (rnd() % 3);
+			 i > 0 && unit_test_failures == 0; i--)
+			sim_transaction(sim, 1 + (int) (rnd() % SIM_TXN_MAX));
 	}
+	sim->vacuum_active = false;
 	for (id = 0; id < sim->ne; id++)
 	{
 		/* (a failed check stops the pass over the segments early) */
@@ -876,13 +919,18 @@ static int	g_every = 1;
  * One workload of "ops" operations, crashed at every persist point (or
  * every --every-th): transactions of 1 .. SIM_TXN_MAX entries, one in eight
  * rows under one hot key, and now and then a VACUUM of 10 % or 50 % of the
- * live entries.  With drop_log, the shadow loses every flush of the backup
- * log (a missing flush); with keep_zeroed, VACUUM does not flush the lines
- * zeroed for reuse.  Returns the live entries crash images lacked, and in
+ * live entries, with transactions running between its segments.  With
+ * drop_log, the shadow loses every flush of the backup log (a missing
+ * flush); with keep_zeroed, VACUUM does not flush the lines zeroed for
+ * reuse, and runs alone (transactions during the pass write into reused
+ * lines, which overwrites their stale copies and hides that bug sooner);
+ * with keep_released, relocations during a VACUUM release their log
+ * slots without clearing them.  Returns the live entries crash images lacked, and in
  * *back the deleted ones they held.
  */
 static uint64
-run_workload(int ops, bool drop_log, bool keep_zeroed, uint64 *back)
+run_workload(int ops, bool drop_log, bool keep_zeroed, bool keep_released,
+			 uint64 *back)
 {
 	uint64		lost;
 	Sim		   *sim = pg_malloc0(sizeof(Sim));
@@ -903,6 +951,8 @@ run_workload(int ops, bool drop_log, bool keep_zeroed, uint64 *back)
 	sim->sh.at_fence = sim_at_fence;
 	sim->sh.drop_log = drop_log;
 	sim->keep_zeroed = keep_zeroed;
+	sim->keep_released = keep_released;
+	sim->serial_vacuum = keep_zeroed;
 
 	for (op = 0; op < ops && unit_test_failures == 0; op++)
 	{
@@ -927,24 +977,27 @@ run_workload(int ops, bool drop_log, bool keep_zeroed, uint64 *back)
 		printf("#   %llu persist points, %llu checked (x2: clean and torn), "
 			   "%llu crashed recoveries; %u entries made, %llu live; "
 			   "%llu primaries, %llu overflow segments, %u log segments, "
-			   "%llu splits; recovery re-queued %llu log entries and undid %llu "
-			   "half-done splits/overflows; %llu torn entries; %.1f s\n",
+			   "%llu splits, %llu relocations during VACUUM; recovery "
+			   "re-queued %llu log entries and undid %llu half-done "
+			   "splits/overflows; %llu torn entries; %.1f s\n",
 			   (unsigned long long) sim->sh.points,
 			   (unsigned long long) sim->checked,
 			   (unsigned long long) sim->double_crashes, sim->ne,
 			   (unsigned long long) live, (unsigned long long) nprim,
 			   (unsigned long long) novf, sim->nexts,
 			   (unsigned long long) sim->tp.splits,
+			   (unsigned long long) sim->vacuum_relocations,
 			   (unsigned long long) sim->recovered_pending,
 			   (unsigned long long) sim->orphans,
 			   (unsigned long long) sim->franken, now_seconds() - t0);
 		/* the workload must have exercised what it is for */
-		CHECKF(drop_log || keep_zeroed ||
+		CHECKF(drop_log || keep_zeroed || keep_released ||
 			   (sim->sh.points > 100 && sim->tp.splits > 0 && novf > 0 &&
 				sim->nexts > 0 && sim->recovered_pending > 0 &&
-				sim->orphans > 0),
+				sim->orphans > 0 && sim->vacuum_relocations > 0),
 			   "the workload did not reach splits, overflow chains, log "
-			   "segments, log recovery and half-done splits");
+			   "segments, log recovery, half-done splits and relocations "
+			   "during VACUUM");
 	}
 	shadow_stop(&sim->sh);
 done:
@@ -988,7 +1041,7 @@ test_sees_missing_flush(void)
 
 	printf("# mutation: the backup log's flushes never reach the shadow; "
 		   "the next failure messages are expected\n");
-	lost = run_workload(20, true, false, NULL);
+	lost = run_workload(20, true, false, false, NULL);
 	printf("# mutation: %llu lost entries reported\n", (unsigned long long) lost);
 	unit_test_failures = 0;
 	CHECKF(lost > 0, "the simulator did not notice that no log write was flushed");
@@ -1008,11 +1061,32 @@ test_sees_unflushed_reuse(void)
 
 	printf("# mutation: VACUUM does not flush lines zeroed for reuse; "
 		   "the next failure messages are expected\n");
-	(void) run_workload(g_ops, false, true, &back);
+	(void) run_workload(g_ops, false, true, false, &back);
 	printf("# mutation: %llu deleted entries came back\n",
 		   (unsigned long long) back);
 	unit_test_failures = 0;
 	CHECKF(back > 0, "the simulator did not notice unflushed zeros of reused lines");
+}
+
+/*
+ * While a VACUUM runs, a relocation clears the log copies it releases:
+ * VACUUM may delete those entries from their segments next, and a copy
+ * left in the log would bring them back after a crash.  Without the
+ * clearing, deleted entries must come back.
+ */
+static void
+test_sees_uncleared_release(void)
+{
+	uint64		back = 0;
+
+	printf("# mutation: relocations during VACUUM keep their released log "
+		   "copies; the next failure messages are expected\n");
+	(void) run_workload(g_ops, false, false, true, &back);
+	printf("# mutation: %llu deleted entries came back\n",
+		   (unsigned long long) back);
+	unit_test_failures = 0;
+	CHECKF(back > 0, "the simulator did not notice released copies left "
+		   "in the log during VACUUM");
 }
 
 int
@@ -1056,7 +1130,7 @@ main(int argc, char **argv)
 	{
 		unit_test_failures = 0;
 		g_rng = g_seed ^ ((uint64) (i + 1) * UINT64CONST(0x100000001B3));
-		(void) run_workload(g_ops, false, false, NULL);
+		(void) run_workload(g_ops, false, false, false, NULL);
 		report("crash at every persist point, workload", i + 1);
 	}
 	unit_test_failures = 0;
@@ -1067,6 +1141,10 @@ main(int argc, char **argv)
 	g_rng = g_seed ^ UINT64CONST(0x100000001B3);
 	test_sees_unflushed_reuse();
 	report("unflushed zeros of a reused log line are caught, workload", 1);
+	unit_test_failures = 0;
+	g_rng = g_seed ^ UINT64CONST(0x9E3779B97F4A7C15);
+	test_sees_uncleared_release();
+	report("released copies left in the log during VACUUM are caught, workload", 1);
 	rmdir(g_tmpdir);
 	printf("%d passed, %d failed\n", npassed, nfailed);
 	return nfailed == 0 ? 0 : 1;
