@@ -295,6 +295,7 @@ extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
 extern PmhashSegSlot *pmhash_seg_slot(PmhashIndex *idx, uint32 segno);
+extern PmhashSegSlot *pmhash_seg_chunk(PmhashIndex *idx, uint32 c);
 extern uint32 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);

@@ -103,6 +103,7 @@ pmhash_log_init_shared(PmhashIndex *idx)
 	dsa_pointer *chunks;
 	uint32	   *exts;
 	uint32		nexts = 0;
+	PmhashSegSlot *chunk = NULL;
 	uint32		i;
 
 	pmhash_log_free_shared(shared);
@@ -118,7 +119,11 @@ pmhash_log_init_shared(PmhashIndex *idx)
 		exts[i] = PMH_NO_SEGMENT;
 	for (i = 0; i < shared->nsegments; i++)
 	{
-		uint64		w = pmhash_seg_slot(idx, i)->meta.word;
+		uint64		w;
+
+		if (i % PMHASH_CHUNK_SEGS == 0)
+			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
+		w = chunk[i % PMHASH_CHUNK_SEGS].meta.word;
 
 		if (pmh_segword_is_valid(w) && pmh_segword_is_log(w))
 		{

@@ -68,6 +68,7 @@ pmhash_log_recover(PmhashIndex *idx)
 	uint32		nfound = 0;
 	uint32	   *next;
 	uint32	   *list;
+	PmhashSegSlot *chunk = NULL;
 	uint32		first = 0;
 	uint32		l;
 	uint32		i;
@@ -131,9 +132,11 @@ pmhash_log_recover(PmhashIndex *idx)
 		uint32		n = next[i];
 		PmhashSegSlot *slot;
 
+		if (i % PMHASH_CHUNK_SEGS == 0)
+			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
 		if (n == 0)
 			continue;
-		slot = pmhash_seg_slot(idx, i);
+		slot = &chunk[i % PMHASH_CHUNK_SEGS];
 		slot->rec_first = first;
 		slot->rec_count = n;
 		next[i] = first;

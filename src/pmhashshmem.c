@@ -336,6 +336,19 @@ pmhash_free_shared(PmhashShared *shared)
 	pg_atomic_write_u64(&shared->entries, 0);
 }
 
+/*
+ * The shared slots of segments [16 c, 16 c + 16): for loops over every
+ * segment, which would otherwise look up the chunk table for each.
+ */
+PmhashSegSlot *
+pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
+{
+	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
+
+	Assert(c < idx->shared->nchunks);
+	return dsa_get_address(pmhash_area, chunks[c]);
+}
+
 /* the shared slot (lock + metadata) of a segment */
 PmhashSegSlot *
 pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
@@ -666,6 +679,8 @@ pmhash_load(PmhashIndex *idx)
 	uint64		nseg;
 	uint64		nunloaded = 0;
 	uint32	   *dir;
+	uint32	   *stack;
+	PmhashSegSlot *chunk = NULL;
 	uint64		i;
 
 	pmhash_free_shared(shared);
@@ -731,48 +746,43 @@ pmhash_load(PmhashIndex *idx)
 	 */
 	pmhash_extend_shared(shared, nseg);
 	shared->nfree = 0;
+	stack = dsa_get_address(pmhash_area, shared->freesegs);
 	for (i = nseg; i > 0; i--)
-	{
-		uint64		s = i - 1;
-
-		if (roles[s] == PMH_SEG_FREE)
-		{
-			uint32	   *stack = dsa_get_address(pmhash_area, shared->freesegs);
-
-			stack[shared->nfree++] = (uint32) s;
-		}
-	}
+		if (roles[i - 1] == PMH_SEG_FREE)
+			stack[shared->nfree++] = (uint32) (i - 1);
 	shared->free_unchecked = shared->nfree;
-	for (i = 0; i < nseg; i++)
-	{
-		PmhashSegSlot *slot = pmhash_seg_slot(idx, (uint32) i);
-		PmhSegHeader *h = pmh_seg_header(&local->pool, (uint32) i);
-
-		if (roles[i] == PMH_SEG_PRIMARY || roles[i] == PMH_SEG_OVERFLOW)
-		{
-			slot->meta.word = h->word;
-			slot->meta.ovf_next = h->ovf_next == 0 ? PMH_NO_SEGMENT :
-				(uint32) (h->ovf_next - 1);
-			if (roles[i] == PMH_SEG_PRIMARY)
-			{
-				slot->loaded = false;
-				nunloaded++;
-			}
-		}
-		else if (roles[i] == PMH_SEG_LOG)
-			pmh_meta_reset(&slot->meta, h->word);
-	}
-	pg_atomic_write_u64(&shared->unloaded, nunloaded);
 
 	shared->dir = pmhash_shared_alloc(shared,
 								   sizeof(uint32) * ((size_t) 1 << res.global_depth));
 	shared->global_depth = res.global_depth;
 	dir = dsa_get_address(pmhash_area, shared->dir);
 	for (i = 0; i < nseg; i++)
+	{
+		PmhashSegSlot *slot;
+		PmhSegHeader *h;
+
+		if (i % PMHASH_CHUNK_SEGS == 0)
+			chunk = pmhash_seg_chunk(idx, (uint32) (i / PMHASH_CHUNK_SEGS));
+		if (roles[i] == PMH_SEG_FREE)
+			continue;
+		slot = &chunk[i % PMHASH_CHUNK_SEGS];
+		h = pmh_seg_header(&local->pool, (uint32) i);
+		if (roles[i] == PMH_SEG_LOG)
+		{
+			pmh_meta_reset(&slot->meta, h->word);
+			continue;
+		}
+		slot->meta.word = h->word;
+		slot->meta.ovf_next = h->ovf_next == 0 ? PMH_NO_SEGMENT :
+			(uint32) (h->ovf_next - 1);
 		if (roles[i] == PMH_SEG_PRIMARY)
-			pmh_dir_assign(dir, res.global_depth,
-						   pmh_seg_header(&local->pool, (uint32) i)->word,
-						   (uint32) i);
+		{
+			slot->loaded = false;
+			nunloaded++;
+			pmh_dir_assign(dir, res.global_depth, h->word, (uint32) i);
+		}
+	}
+	pg_atomic_write_u64(&shared->unloaded, nunloaded);
 
 	shared->primaries = res.primaries;
 	shared->overflows = res.overflows;
