@@ -537,37 +537,13 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 
 /*
  * Slots of one bucket that are live and whose fingerprint matches: the only
- * slots a probe has to read from the pool.  With SSE2, two compares of 8
- * fingerprints each, packed to one byte mask per slot.
+ * slots a probe has to read from the pool.
  */
 static inline uint32
 pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint16 fp)
 {
-	uint32		occ = meta->occ[bucket];
-	const uint16 *fps = &meta->fp[bucket * PMH_BUCKET_SLOTS];
-	uint32		match = 0;
-
-	if (occ == 0)
-		return 0;
-#ifdef __SSE2__
-	{
-		__m128i		v = _mm_set1_epi16((short) fp);
-		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
-		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
-
-		/* 0xffff / 0 words saturate to 0xff / 0 bytes: one bit per slot */
-		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
-	}
-#else
-	{
-		int			i;
-
-		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-			if (fps[i] == fp)
-				match |= (uint32) 1 << i;
-	}
-#endif
-	return match & occ;
+	return pmh_fp_candidates(&meta->fp[bucket * PMH_BUCKET_SLOTS],
+							 meta->occ[bucket], fp);
 }
 
 /* call fn for every live slot whose fingerprint matches; true stops */

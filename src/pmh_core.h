@@ -22,6 +22,10 @@
 #include "postgres.h"
 #endif
 
+#ifdef __SSE2__
+#include <emmintrin.h>
+#endif
+
 /*
  * Layout constants.  A pool is a 4 kB header, the backup log (PMH_LOG_LINES
  * lines of 256 B, PMH_BUCKET_SLOTS entries each), then segments.  A segment
@@ -385,6 +389,39 @@ pmh_log_entry_is_live(const PmhEntry *e)
 	return (tag >> 56) == PMH_TAG_LIVE &&
 		((tag >> 48) & 0xff) == pmh_fingerprint(e->hash) &&
 		pmh_tag_offset(tag) != 0;
+}
+
+/*
+ * Which of a bucket's 16 slots (bits of occ, the live ones) have the 16-bit
+ * fingerprint fp: the only slots a probe reads from the pool.  With SSE2,
+ * two compares of 8 fingerprints each, packed to one bit per slot.
+ */
+static inline uint32
+pmh_fp_candidates(const uint16 *fps, uint32 occ, uint16 fp)
+{
+	uint32		match = 0;
+
+	if (occ == 0)
+		return 0;
+#ifdef __SSE2__
+	{
+		__m128i		v = _mm_set1_epi16((short) fp);
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
+
+		/* 0xffff / 0 words saturate to 0xff / 0 bytes: one bit per slot */
+		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+	}
+#else
+	{
+		int			i;
+
+		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
+			if (fps[i] == fp)
+				match |= (uint32) 1 << i;
+	}
+#endif
+	return match & occ;
 }
 
 /* ---- the pool ---- */

@@ -1047,28 +1047,6 @@ scalar_candidates(const void *fps, int width, uint32 fp)
 }
 #endif
 
-/* which of 16 slots (bits of occ) have 16-bit fingerprint fp (as the core) */
-static inline uint32
-fp16_candidates(const uint16 *fps, uint32 occ, uint16 fp)
-{
-	uint32		match = 0;
-
-	if (occ == 0)
-		return 0;
-#ifdef __SSE2__
-	{
-		__m128i		v = _mm_set1_epi16((short) fp);
-		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
-		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
-
-		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
-	}
-#else
-	match = scalar_candidates(fps, 2, fp);
-#endif
-	return match & occ;
-}
-
 /* the same with 8-bit fingerprints (the layout before 16-bit ones) */
 static inline uint32
 fp8_candidates(const uint8 *fps, uint32 occ, uint8 fp)
@@ -1090,7 +1068,7 @@ fp8_candidates(const uint8 *fps, uint32 occ, uint8 fp)
 static inline uint32
 bucket_candidates(const PmhSegMeta *m, int b, uint16 fp)
 {
-	return fp16_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
+	return pmh_fp_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
 }
 
 /*
@@ -1497,7 +1475,7 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 					uint32		c;
 
 					c = wide ?
-						fp16_candidates(&sq->fp16[at], occ, pmh_meta_fp(hash)) :
+						pmh_fp_candidates(&sq->fp16[at], occ, pmh_meta_fp(hash)) :
 						fp8_candidates(&sq->fp[at], occ, pmh_fingerprint(hash));
 					while (c)
 					{
