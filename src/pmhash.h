@@ -64,6 +64,8 @@ typedef struct PmhashKey
 	Oid			relnode;
 } PmhashKey;
 
+#define PMHASH_CHUNK_SEGS		16
+
 /*
  * Per-segment shared state: a lock and the core's volatile metadata.  After
  * a restart a primary segment's metadata (and its overflow chain's) is
@@ -75,14 +77,27 @@ typedef struct PmhashKey
 typedef struct PmhashSegSlot
 {
 	LWLock		lock;
-	bool		loaded;			/* metadata valid (always, but for primaries
-								 * not loaded since the restart) */
+	bool		loaded;			/* false for primaries not loaded since the
+								 * restart */
+	bool		meta_valid;		/* the metadata was set: false for the free
+								 * segments found at the restart, until one
+								 * is taken, and for unloaded primaries */
 	uint32		rec_first;
 	uint32		rec_count;
-	PmhSegMeta	meta;
 } PmhashSegSlot;
 
-#define PMHASH_CHUNK_SEGS		16
+/*
+ * Sixteen segments' slots, then their metadata (1.6 kB or more each):
+ * setting up the slots at a restart touches only the first page of a
+ * chunk, and a segment's metadata is first written when it is loaded or
+ * taken (fresh pages of shared memory cost a page fault each).
+ */
+typedef struct PmhashSegChunk
+{
+	PmhashSegSlot slot[PMHASH_CHUNK_SEGS];
+	PmhSegMeta	meta[PMHASH_CHUNK_SEGS];
+} PmhashSegChunk;
+
 
 typedef enum PmhashState
 {
@@ -295,7 +310,8 @@ extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
 extern PmhashSegSlot *pmhash_seg_slot(PmhashIndex *idx, uint32 segno);
-extern PmhashSegSlot *pmhash_seg_chunk(PmhashIndex *idx, uint32 c);
+extern PmhSegMeta *pmhash_seg_meta(PmhashIndex *idx, uint32 segno);
+extern PmhashSegChunk *pmhash_seg_chunk(PmhashIndex *idx, uint32 c);
 extern uint32 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);

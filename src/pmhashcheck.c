@@ -184,7 +184,7 @@ pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 					 uint64 owner_word, bool primary)
 {
 	PmhPool    *pool = &idx->local->pool;
-	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	const PmhEntry *e = pmh_seg_entries(pool, segno);
 	uint64		live = 0;
 	int			slot;
@@ -256,7 +256,7 @@ pmhash_check_duplicates(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 			}
 			all[n++] = e[slot];
 		}
-		seg = pmhash_seg_slot(idx, seg)->meta.ovf_next;
+		seg = pmhash_seg_meta(idx, seg)->ovf_next;
 	}
 	if (n > 1)
 	{
@@ -280,7 +280,7 @@ static uint64
 pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 					 uint64 word, uint16 *seen_pending)
 {
-	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	uint32		i;
 
 	for (i = 0; i < meta->npending; i++)
@@ -405,12 +405,16 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 	{
 		PmhashSegSlot *slot = pmhash_seg_slot(idx, (uint32) i);
 		PmhSegHeader *h = pmh_seg_header(pool, (uint32) i);
+		PmhSegMeta *meta = pmhash_seg_meta(idx, (uint32) i);
+
+		/* a free segment's metadata is set only when it is taken */
+		uint64		mword = slot->meta_valid ? meta->word : 0;
 		uint32		o;
 
-		if (h->word != slot->meta.word)
+		if (h->word != mword)
 			pmhash_problem(st, "segment %llu: pool word %016llx, shared memory word %016llx",
 						   (unsigned long long) i, (unsigned long long) h->word,
-						   (unsigned long long) slot->meta.word);
+						   (unsigned long long) mword);
 		if (seen[i] != 1)
 			continue;
 		primaries++;
@@ -419,8 +423,8 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		total += pmhash_check_segment(idx, st, (uint32) i, h->word, true);
 		pending += pmhash_check_pending(idx, st, (uint32) i, h->word,
 										seen_pending);
-		for (o = slot->meta.ovf_next; o != PMH_NO_SEGMENT;
-			 o = pmhash_seg_slot(idx, o)->meta.ovf_next)
+		for (o = meta->ovf_next; o != PMH_NO_SEGMENT;
+			 o = pmhash_seg_meta(idx, o)->ovf_next)
 		{
 			if (o >= nseg || seen[o] != 0 ||
 				!pmh_segword_is_overflow(pmh_seg_header(pool, o)->word))
@@ -433,8 +437,8 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 			overflows++;
 			total += pmhash_check_segment(idx, st, o, h->word, false);
 		}
-		if ((slot->meta.ovf_next == PMH_NO_SEGMENT ? 0 :
-			 (uint64) slot->meta.ovf_next + 1) != h->ovf_next)
+		if ((meta->ovf_next == PMH_NO_SEGMENT ? 0 :
+			 (uint64) meta->ovf_next + 1) != h->ovf_next)
 			pmhash_problem(st, "segment %llu: pool and shared memory disagree on its overflow chain",
 						   (unsigned long long) i);
 		pmhash_check_duplicates(idx, st, (uint32) i, h->word);

@@ -103,7 +103,7 @@ pmhash_log_init_shared(PmhashIndex *idx)
 	dsa_pointer *chunks;
 	uint32	   *exts;
 	uint32		nexts = 0;
-	PmhashSegSlot *chunk = NULL;
+	PmhashSegChunk *chunk = NULL;
 	uint32		i;
 
 	pmhash_log_free_shared(shared);
@@ -123,7 +123,9 @@ pmhash_log_init_shared(PmhashIndex *idx)
 
 		if (i % PMHASH_CHUNK_SEGS == 0)
 			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
-		w = chunk[i % PMHASH_CHUNK_SEGS].meta.word;
+		if (!chunk->slot[i % PMHASH_CHUNK_SEGS].meta_valid)
+			continue;
+		w = chunk->meta[i % PMHASH_CHUNK_SEGS].word;
 
 		if (pmh_segword_is_valid(w) && pmh_segword_is_log(w))
 		{
@@ -205,7 +207,7 @@ pmhash_log_add_extension(PmhashIndex *idx)
 	START_CRIT_SECTION();
 	if (pmh_add_log_segment(&idx->local->pool, segno, ext) != 0)
 		pmhash_report_io_error(idx->rel, "extend backup log of");
-	pmh_meta_reset(&pmhash_seg_slot(idx, segno)->meta,
+	pmh_meta_reset(pmhash_seg_meta(idx, segno),
 				   pmh_segword_make_log(ext));
 	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 	chunks = pmhash_dsa_address(shared->logchunks);
@@ -346,15 +348,15 @@ pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 	for (;;)
 	{
 		uint32		segno = pmhash_lookup_segment(idx, hash);
-		PmhashSegSlot *slot;
+		PmhSegMeta *meta;
 		PmhInsertResult r;
 
 		if (!pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
 			continue;
-		slot = pmhash_seg_slot(idx, segno);
-		if (slot->meta.npending < PMH_DBUCKET_SLOTS)
+		meta = pmhash_seg_meta(idx, segno);
+		if (meta->npending < PMH_DBUCKET_SLOTS)
 		{
-			pmh_pending_add(&slot->meta, hash, tag, logslot);
+			pmh_pending_add(meta, hash, tag, logslot);
 			pmhash_unlock_segment(idx, segno);
 			pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
 			if (idx->mode != entry_mode)
@@ -403,10 +405,11 @@ pmhash_relocate_all(PmhashIndex *idx)
 		again = false;
 		for (segno = 0; segno < idx->shared->nsegments; segno++)
 		{
-			PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+			PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 			PmhInsertResult r;
 
-			if (meta->npending == 0 || !pmh_segword_is_valid(meta->word) ||
+			if (!pmhash_seg_slot(idx, segno)->meta_valid ||
+				meta->npending == 0 || !pmh_segword_is_valid(meta->word) ||
 				pmh_segword_is_overflow(meta->word))
 				continue;
 			r = pmhash_relocate_segment(idx, segno);
@@ -864,7 +867,7 @@ pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
 					  bool (*dead) (ItemPointer tid, void *arg), void *arg,
 					  uint64 *remaining)
 {
-	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	uint32		slots[PMH_DBUCKET_SLOTS];
 	int			n = 0;
 	uint32		i = 0;

@@ -68,7 +68,7 @@ pmhash_log_recover(PmhashIndex *idx)
 	uint32		nfound = 0;
 	uint32	   *next;
 	uint32	   *list;
-	PmhashSegSlot *chunk = NULL;
+	PmhashSegChunk *chunk = NULL;
 	uint32		first = 0;
 	uint32		l;
 	uint32		i;
@@ -136,7 +136,7 @@ pmhash_log_recover(PmhashIndex *idx)
 			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
 		if (n == 0)
 			continue;
-		slot = &chunk[i % PMHASH_CHUNK_SEGS];
+		slot = &chunk->slot[i % PMHASH_CHUNK_SEGS];
 		slot->rec_first = first;
 		slot->rec_count = n;
 		next[i] = first;
@@ -160,19 +160,20 @@ static uint64
 pmhash_load_chain(PmhashIndex *idx, uint32 segno)
 {
 	PmhPool    *pool = &idx->local->pool;
-	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	uint64		word = pmh_seg_header(pool, segno)->word;
 	uint64		nlive;
 	uint32		o;
 
-	Assert(word == meta->word);
 	pmh_meta_load(pool, segno, word, meta);
+	pmhash_seg_slot(idx, segno)->meta_valid = true;
 	nlive = meta->nlive;
 	for (o = meta->ovf_next; o != PMH_NO_SEGMENT;)
 	{
-		PmhSegMeta *om = &pmhash_seg_slot(idx, o)->meta;
+		PmhSegMeta *om = pmhash_seg_meta(idx, o);
 
 		pmh_meta_load(pool, o, word, om);
+		pmhash_seg_slot(idx, o)->meta_valid = true;
 		nlive += om->nlive;
 		o = om->ovf_next;
 	}
@@ -229,7 +230,7 @@ pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
 		const PmhEntry *e = pmh_log_entry(pool, list[i]);
 
 		Assert(pmh_log_entry_is_live(e) &&
-			   pmh_hash_in_segment(e->hash, slot->meta.word));
+			   pmh_hash_in_segment(e->hash, pmhash_seg_meta(idx, segno)->word));
 		if (pmh_contains(pool, &idx->cb, segno, e->hash, e->tag))
 			released[nreleased++] = list[i];
 		else if (nmissing < PMH_DBUCKET_SLOTS)
@@ -243,12 +244,13 @@ pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
 
 	/* a failing persist (log release while VACUUM runs) is a PANIC */
 	START_CRIT_SECTION();
-	Assert(slot->meta.npending == 0);
+	Assert(pmhash_seg_meta(idx, segno)->npending == 0);
 	for (i = 0; i < nmissing; i++)
 	{
 		const PmhEntry *e = pmh_log_entry(pool, missing[i]);
 
-		pmh_pending_add(&slot->meta, e->hash, e->tag, missing[i]);
+		pmh_pending_add(pmhash_seg_meta(idx, segno), e->hash, e->tag,
+						missing[i]);
 	}
 	slot->loaded = true;
 	pmhash_log_release(idx, released, (int) nreleased, false);
@@ -446,18 +448,17 @@ pmhash_load_all(PmhashIndex *idx, bool yield)
 	for (segno = 0; segno < idx->shared->nsegments; segno++)
 	{
 		PmhashSegSlot *slot;
-		uint64		w;
 
 		if (pg_atomic_read_u64(&idx->shared->unloaded) == 0)
 			break;
 		slot = pmhash_seg_slot(idx, segno);
-		w = slot->meta.word;
+
 		/*
-		 * The words do not change under the index lock, and "loaded" only
-		 * to true: pmhash_lock_segment looks again under the segment lock.
+		 * Only primaries are ever not loaded, or loaded with slots left
+		 * (a blocked load).  "loaded" changes only to true under the index
+		 * lock: pmhash_lock_segment looks again under the segment lock.
 		 */
-		if ((slot->loaded && slot->rec_count == 0) ||
-			!pmh_segword_is_valid(w) || pmh_segword_is_overflow(w))
+		if (slot->loaded && slot->rec_count == 0)
 			continue;
 		if (pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
 			pmhash_unlock_segment(idx, segno);

@@ -158,23 +158,23 @@ pmhash_collect(IndexScanDesc scan)
 	for (;;)
 	{
 		uint32		segno = pmhash_lookup_segment(&idx, so->hash);
-		PmhashSegSlot *slot;
+		PmhSegMeta *meta;
 		ItemPointerData own[PMH_BUCKET_SLOTS];
 		int			nown;
 
 		/* the first use since a restart loads the segment */
 		if (!pmhash_lock_segment(&idx, segno, LW_SHARED))
 			continue;
-		slot = pmhash_seg_slot(&idx, segno);
+		meta = pmhash_seg_meta(&idx, segno);
 		n = pmh_lookup(&idx.local->pool, &idx.cb, segno, so->hash,
 					   tags, so->cap);
 		/* entries waiting in the segment's D-bucket */
-		for (i = 0; i < (int) slot->meta.npending; i++)
+		for (i = 0; i < (int) meta->npending; i++)
 		{
-			if (slot->meta.pending[i].hash != so->hash)
+			if (meta->pending[i].hash != so->hash)
 				continue;
 			if (n < so->cap)
-				tags[n] = slot->meta.pending[i].tag;
+				tags[n] = meta->pending[i].tag;
 			n++;
 		}
 		pmhash_unlock_segment(&idx, segno);

@@ -340,7 +340,7 @@ pmhash_free_shared(PmhashShared *shared)
  * The shared slots of segments [16 c, 16 c + 16): for loops over every
  * segment, which would otherwise look up the chunk table for each.
  */
-PmhashSegSlot *
+PmhashSegChunk *
 pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
 {
 	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
@@ -349,31 +349,48 @@ pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
 	return dsa_get_address(pmhash_area, chunks[c]);
 }
 
-/* the shared slot (lock + metadata) of a segment */
+/* the shared slot (lock, load state) of a segment */
 PmhashSegSlot *
 pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
 {
 	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
-	PmhashSegSlot *chunk;
+	PmhashSegChunk *chunk;
 
 	Assert(segno < idx->shared->nsegments);
 	chunk = dsa_get_address(pmhash_area, chunks[segno / PMHASH_CHUNK_SEGS]);
-	return &chunk[segno % PMHASH_CHUNK_SEGS];
+	return &chunk->slot[segno % PMHASH_CHUNK_SEGS];
+}
+
+/*
+ * The core's metadata of a segment: valid once the segment is loaded (a
+ * primary and its chain), taken (a free one), or set up (a log segment).
+ */
+PmhSegMeta *
+pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
+{
+	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
+	PmhashSegChunk *chunk;
+
+	Assert(segno < idx->shared->nsegments);
+	chunk = dsa_get_address(pmhash_area, chunks[segno / PMHASH_CHUNK_SEGS]);
+	return &chunk->meta[segno % PMHASH_CHUNK_SEGS];
 }
 
 /* core callback: metadata of a segment */
 static PmhSegMeta *
 pmhash_cb_get_meta(void *arg, uint32 segno)
 {
-	return &pmhash_seg_slot((PmhashIndex *) arg, segno)->meta;
+	return pmhash_seg_meta((PmhashIndex *) arg, segno);
 }
 
 /* core callback: pop a free segment (never grows: see reserve) */
 static uint32
 pmhash_cb_alloc_segment(void *arg)
 {
-	PmhashShared *shared = ((PmhashIndex *) arg)->shared;
+	PmhashIndex *idx = (PmhashIndex *) arg;
+	PmhashShared *shared = idx->shared;
 	uint32	   *stack;
+	uint32		segno;
 
 	if (shared->nfree == 0)
 		return PMH_NO_SEGMENT;
@@ -382,7 +399,10 @@ pmhash_cb_alloc_segment(void *arg)
 	/* pushed back later, this position holds a segment known to be zero */
 	if (shared->free_unchecked > shared->nfree)
 		shared->free_unchecked = shared->nfree;
-	return stack[shared->nfree];
+	segno = stack[shared->nfree];
+	pmh_meta_reset(pmhash_seg_meta(idx, segno), 0);
+	pmhash_seg_slot(idx, segno)->meta_valid = true;
+	return segno;
 }
 
 /*
@@ -422,31 +442,26 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 	chunks = dsa_get_address(pmhash_area, shared->chunks);
 	while (shared->nchunks < nchunks)
 	{
-		PmhashSegSlot *slots;
+		PmhashSegChunk *chunk;
 		int			j;
 
+		/*
+		 * Not zeroed, and only the slots are written: a free segment's
+		 * metadata is reset by whoever takes it (pmh_meta_reset).  Writing
+		 * all of every chunk took most of the time to attach a large index
+		 * (a page fault per 4 kB of fresh shared memory).
+		 */
 		chunks[shared->nchunks] =
-			pmhash_shared_alloc_extended(shared,
-										 sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS,
-										 false);
-		slots = dsa_get_address(pmhash_area, chunks[shared->nchunks]);
+			pmhash_shared_alloc_extended(shared, sizeof(PmhashSegChunk), false);
+		chunk = dsa_get_address(pmhash_area, chunks[shared->nchunks]);
 		shared->nchunks++;
 		for (j = 0; j < PMHASH_CHUNK_SEGS; j++)
 		{
-			LWLockInitialize(&slots[j].lock, pmhash_ctl->seg_tranche);
-			slots[j].loaded = true;
-			slots[j].rec_first = 0;
-			slots[j].rec_count = 0;
-
-			/*
-			 * Only what is read of a free segment: whoever takes one resets
-			 * its metadata (pmh_meta_reset), and writing all 1.6 kB of
-			 * every slot took a tenth of the time to attach a large index.
-			 */
-			slots[j].meta.word = 0;
-			slots[j].meta.ovf_next = PMH_NO_SEGMENT;
-			slots[j].meta.nlive = 0;
-			slots[j].meta.npending = 0;
+			LWLockInitialize(&chunk->slot[j].lock, pmhash_ctl->seg_tranche);
+			chunk->slot[j].loaded = true;
+			chunk->slot[j].meta_valid = false;
+			chunk->slot[j].rec_first = 0;
+			chunk->slot[j].rec_count = 0;
 		}
 	}
 
@@ -680,7 +695,7 @@ pmhash_load(PmhashIndex *idx)
 	uint64		nunloaded = 0;
 	uint32	   *dir;
 	uint32	   *stack;
-	PmhashSegSlot *chunk = NULL;
+	PmhashSegChunk *chunk = NULL;
 	uint64		i;
 
 	pmhash_free_shared(shared);
@@ -765,18 +780,16 @@ pmhash_load(PmhashIndex *idx)
 			chunk = pmhash_seg_chunk(idx, (uint32) (i / PMHASH_CHUNK_SEGS));
 		if (roles[i] == PMH_SEG_FREE)
 			continue;
-		slot = &chunk[i % PMHASH_CHUNK_SEGS];
+		slot = &chunk->slot[i % PMHASH_CHUNK_SEGS];
 		h = pmh_seg_header(&local->pool, (uint32) i);
 		if (roles[i] == PMH_SEG_LOG)
 		{
-			pmh_meta_reset(&slot->meta, h->word);
-			continue;
+			pmh_meta_reset(&chunk->meta[i % PMHASH_CHUNK_SEGS], h->word);
+			slot->meta_valid = true;
 		}
-		slot->meta.word = h->word;
-		slot->meta.ovf_next = h->ovf_next == 0 ? PMH_NO_SEGMENT :
-			(uint32) (h->ovf_next - 1);
-		if (roles[i] == PMH_SEG_PRIMARY)
+		else if (roles[i] == PMH_SEG_PRIMARY)
 		{
+			/* its chain's metadata is read with it */
 			slot->loaded = false;
 			nunloaded++;
 			pmh_dir_assign(dir, res.global_depth, h->word, (uint32) i);
@@ -986,7 +999,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 
 	pmhash_extend_shared(shared, 1);
 	(void) pmhash_cb_alloc_segment(idx);	/* segment 0 is the root */
-	pmh_meta_reset(&pmhash_seg_slot(idx, 0)->meta, pmh_segword_make(0, 0));
+	pmh_meta_reset(pmhash_seg_meta(idx, 0), pmh_segword_make(0, 0));
 	shared->dir = pmhash_shared_alloc(shared, sizeof(uint32));
 	dir = dsa_get_address(pmhash_area, shared->dir);
 	dir[0] = 0;
@@ -1091,7 +1104,7 @@ static void
 pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
 {
 	PmhashShared *shared = idx->shared;
-	int			depth = pmh_segword_depth(pmhash_seg_slot(idx, segno)->meta.word);
+	int			depth = pmh_segword_depth(pmhash_seg_meta(idx, segno)->word);
 	dsa_pointer newdir;
 
 	if (depth < shared->global_depth)
@@ -1135,9 +1148,9 @@ pmhash_split_segment(PmhashIndex *idx, uint32 segno)
 		pmhash_report_io_error(idx->rel, "split segment in");
 	dir = dsa_get_address(pmhash_area, shared->dir);
 	pmh_dir_assign(dir, shared->global_depth,
-				   pmhash_seg_slot(idx, segno)->meta.word, segno);
+				   pmhash_seg_meta(idx, segno)->word, segno);
 	pmh_dir_assign(dir, shared->global_depth,
-				   pmhash_seg_slot(idx, newseg)->meta.word, newseg);
+				   pmhash_seg_meta(idx, newseg)->word, newseg);
 	shared->primaries++;
 	shared->overflows += before - shared->nfree - 1;
 	END_CRIT_SECTION();

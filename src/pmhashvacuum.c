@@ -92,7 +92,7 @@ static uint64
 pmhash_vacuum_judge(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 					PmhashVacState *vs, uint16 *dead, uint64 *remaining)
 {
-	PmhSegMeta *meta = &pmhash_seg_slot(idx, segno)->meta;
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	PmhEntry   *e = pmh_seg_entries(&idx->local->pool, segno);
 	uint64		ndead = 0;
 	int			b;
@@ -146,7 +146,7 @@ pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 	uint32		seg;
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;
-		 seg = pmhash_seg_slot(idx, seg)->meta.ovf_next)
+		 seg = pmhash_seg_meta(idx, seg)->ovf_next)
 	{
 		if (nsegs == vs->deadsegs)
 		{
@@ -164,9 +164,9 @@ pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 
 	pmh_batch_begin(pool);
 	for (seg = segno, k = 0; k < nsegs && rc == 0;
-		 seg = pmhash_seg_slot(idx, seg)->meta.ovf_next, k++)
+		 seg = pmhash_seg_meta(idx, seg)->ovf_next, k++)
 	{
-		PmhSegMeta *meta = &pmhash_seg_slot(idx, seg)->meta;
+		PmhSegMeta *meta = pmhash_seg_meta(idx, seg);
 		int			b;
 
 		for (b = 0; b < PMH_SEG_BUCKETS && rc == 0; b++)
@@ -258,7 +258,6 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	{
 		PmhashIndex idx;
 		uint32		segno;
-		PmhashSegSlot *slot;
 		uint64		word;
 		int			depth;
 		uint64		span;
@@ -274,8 +273,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 			pmhash_detach(&idx);
 			continue;
 		}
-		slot = pmhash_seg_slot(&idx, segno);
-		word = slot->meta.word;
+		word = pmhash_seg_meta(&idx, segno)->word;
 		got = pmhash_vacuum_pending(&idx, segno, pmhash_vac_dead, &vs,
 									&remaining);
 		got += pmhash_vacuum_chain(&idx, segno, word, &vs, &remaining);
