@@ -353,12 +353,8 @@ pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
 PmhashSegSlot *
 pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
 {
-	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
-	PmhashSegChunk *chunk;
-
 	Assert(segno < idx->shared->nsegments);
-	chunk = dsa_get_address(pmhash_area, chunks[segno / PMHASH_CHUNK_SEGS]);
-	return &chunk->slot[segno % PMHASH_CHUNK_SEGS];
+	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->slot[segno % PMHASH_CHUNK_SEGS];
 }
 
 /*
@@ -368,12 +364,8 @@ pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
 PmhSegMeta *
 pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
 {
-	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
-	PmhashSegChunk *chunk;
-
 	Assert(segno < idx->shared->nsegments);
-	chunk = dsa_get_address(pmhash_area, chunks[segno / PMHASH_CHUNK_SEGS]);
-	return &chunk->meta[segno % PMHASH_CHUNK_SEGS];
+	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->meta[segno % PMHASH_CHUNK_SEGS];
 }
 
 /* core callback: metadata of a segment */
