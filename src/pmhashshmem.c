@@ -557,6 +557,8 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	{
 		LWLockInitialize(&shared->lock, pmhash_ctl->index_tranche);
 		LWLockInitialize(&shared->loglock, pmhash_ctl->log_tranche);
+		pg_atomic_init_u64(&shared->entries, 0);
+		pg_atomic_init_u64(&shared->unloaded, 0);
 		pmhash_clear_shared(shared);
 		shared->stats_slot = pmhash_stats_slot_acquire();
 		shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
@@ -564,9 +566,6 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		shared->pool_id = 0;
 		shared->shmem_bytes = 0;
 		shared->unusable = false;
-		pg_atomic_init_u64(&shared->entries, 0);
-		pg_atomic_init_u64(&shared->unloaded, 0);
-		pmhash_clear_shared(shared);
 	}
 	LWLockRelease(pmhash_htab_lock);
 	return shared;
@@ -746,10 +745,11 @@ pmhash_load(PmhashIndex *idx)
 
 	/*
 	 * Shared arrays, the free stack (its segments are checked for zero only
-	 * when taken: pmhash_reserve_segments), and the words of the segments
-	 * in use.  The entries of a primary segment and its chain are read when
-	 * the segment is first used (pmhash_lock_segment) or by the prewarm
-	 * worker: here only the words, so that the index is usable at once.
+	 * when taken: pmhash_reserve_segments), and the directory from the
+	 * primaries' words.  A primary segment's metadata and its chain's are
+	 * read when the segment is first used (pmhash_lock_segment) or by the
+	 * prewarm worker: here only the words, so that the index is usable at
+	 * once.
 	 */
 	pmhash_extend_shared(shared, nseg);
 	shared->nfree = 0;
