@@ -179,6 +179,22 @@ DROP TABLE lw;
 DROP TABLESPACE regress_pmhash_ts;
 SELECT pools() - :base AS pools, pools_match();
 
+-- a storage rebuilt in the transaction that created it (TRUNCATE) gives
+-- back all the shared memory the first build took
+CREATE TABLE sm_a (k int4);
+INSERT INTO sm_a SELECT generate_series(1, 100000);
+CREATE INDEX sm_a_k ON sm_a USING pmhash (k);
+BEGIN;
+CREATE TABLE sm_b (k int4);
+INSERT INTO sm_b SELECT generate_series(1, 100000);
+CREATE INDEX sm_b_k ON sm_b USING pmhash (k);
+TRUNCATE sm_b;
+INSERT INTO sm_b SELECT generate_series(1, 100000);
+COMMIT;
+SELECT a.shmem_bytes = b.shmem_bytes AS same_shmem
+  FROM pmhash_stats('sm_a_k') a, pmhash_stats('sm_b_k') b;
+DROP TABLE sm_a, sm_b;
+
 DROP FUNCTION probe(int8, text);
 DROP FUNCTION pools_match();
 DROP FUNCTION pools();

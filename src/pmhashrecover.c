@@ -304,7 +304,15 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 	ErrorContextCallback errcb;
 
 	Assert(idx->mode == LW_EXCLUSIVE);
-	Assert(!pmhash_loading_tail);
+
+	/*
+	 * Placing a segment's entries only ever locks that segment or its
+	 * halves, which are loaded: a nested load would overwrite the blocked
+	 * state of this one.
+	 */
+	if (pmhash_loading_tail)
+		elog(ERROR, "pmhash index \"%s\": segment %u is not loaded while another segment's load is finished",
+			 RelationGetRelationName(idx->rel), segno);
 	if (!slot->loaded)
 	{
 		pg_atomic_fetch_add_u64(&shared->entries,
@@ -377,14 +385,14 @@ pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 
 	if (entry_mode == LW_EXCLUSIVE)
 	{
-		if (unlikely(shared->load_blocked) && !pmhash_loading_tail)
-		{
-			pmhash_load_segment_exclusive(idx, shared->blocked_segno);
-			return false;
-		}
-		if (likely(slot->loaded))
+		if (likely(!shared->load_blocked || pmhash_loading_tail) &&
+			likely(slot->loaded))
 			return true;
-		pmhash_load_segment_exclusive(idx, segno);
+		if (shared->load_blocked && !pmhash_loading_tail)
+			pmhash_load_segment_exclusive(idx, shared->blocked_segno);
+		slot = pmhash_seg_slot(idx, segno);
+		if (!slot->loaded)
+			pmhash_load_segment_exclusive(idx, segno);
 		return false;
 	}
 

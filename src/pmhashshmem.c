@@ -320,8 +320,7 @@ pmhash_free_shared(PmhashShared *shared)
 		uint32		i;
 
 		for (i = 0; i < shared->nchunks; i++)
-			pmhash_shared_free(shared, chunks[i],
-							sizeof(PmhashSegSlot) * PMHASH_CHUNK_SEGS);
+			pmhash_shared_free(shared, chunks[i], sizeof(PmhashSegChunk));
 		pmhash_shared_free(shared, shared->chunks,
 						sizeof(dsa_pointer) * shared->chunkcap);
 	}
