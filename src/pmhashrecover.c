@@ -368,6 +368,19 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 }
 
 /*
+ * With the index lock exclusive: finish a blocked segment load (unless this
+ * backend is the one finishing it), then load segment segno if it is not.
+ */
+static void
+pmhash_load_exclusive(PmhashIndex *idx, uint32 segno)
+{
+	if (idx->shared->load_blocked && !pmhash_loading_tail)
+		pmhash_load_segment_exclusive(idx, idx->shared->blocked_segno);
+	if (!pmhash_seg_slot(idx, segno)->loaded)
+		pmhash_load_segment_exclusive(idx, segno);
+}
+
+/*
  * Lock primary segment segno in mode, loading it first if this is its
  * first use since the restart.  With the index lock exclusive no segment
  * lock is taken (nobody else can hold one).  Returns true with the segment
@@ -388,11 +401,7 @@ pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 		if (likely(!shared->load_blocked || pmhash_loading_tail) &&
 			likely(slot->loaded))
 			return true;
-		if (shared->load_blocked && !pmhash_loading_tail)
-			pmhash_load_segment_exclusive(idx, shared->blocked_segno);
-		slot = pmhash_seg_slot(idx, segno);
-		if (!slot->loaded)
-			pmhash_load_segment_exclusive(idx, segno);
+		pmhash_load_exclusive(idx, segno);
 		return false;
 	}
 
@@ -422,11 +431,7 @@ pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 
 	/* load with the index lock exclusive, then look again */
 	pmhash_relock(idx, LW_EXCLUSIVE);
-	if (shared->load_blocked)
-		pmhash_load_segment_exclusive(idx, shared->blocked_segno);
-	slot = pmhash_seg_slot(idx, segno);
-	if (!slot->loaded)
-		pmhash_load_segment_exclusive(idx, segno);
+	pmhash_load_exclusive(idx, segno);
 	pmhash_relock(idx, entry_mode);
 	return false;
 }
