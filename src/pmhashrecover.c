@@ -90,6 +90,7 @@ pmhash_log_recover(PmhashIndex *idx)
 	for (l = 0; l < nlines; l++)
 	{
 		const PmhEntry *e = pmh_log_line(pool, l);
+		PmhashLogLine *ls;
 		uint16		live = 0;
 		int			s;
 
@@ -111,8 +112,9 @@ pmhash_log_recover(PmhashIndex *idx)
 		 * never have reached the media: the first VACUUM flushes every line
 		 * whole (see "Backup log and VACUUM" in README.pmhash).
 		 */
-		pmhash_log_line_state(shared, l)->pending = live;
-		pmhash_log_line_state(shared, l)->zeroed = true;
+		ls = pmhash_log_line_state(shared, l);
+		ls->pending = live;
+		ls->zeroed = true;
 	}
 	shared->log_pending = nfound;
 	shared->log_unverified = nfound;
