@@ -557,15 +557,6 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
 					(uint64) ((const char *) e - pool->base), sizeof(PmhEntry));
 }
 
-/* start loading an entry a probe is going to read */
-static inline void
-pmh_prefetch(const void *addr)
-{
-#if defined(__GNUC__) || defined(__clang__)
-	__builtin_prefetch(addr);
-#endif
-}
-
 /*
  * Probe every bucket of one segment (an entry may be in any of them).  The
  * fingerprint scan first collects the candidates of all buckets and starts
@@ -1311,6 +1302,35 @@ pmh_pending_remove(PmhSegMeta *meta, int i)
 	meta->pending[i] = meta->pending[--meta->npending];
 }
 
+/* the wholly free lines (buckets) of a segment: bit b for bucket b */
+static inline uint64
+pmh_free_lines(const PmhSegMeta *meta)
+{
+	uint64		free_lines = 0;
+	int			b;
+
+	if (meta->nlive >= PMH_SEG_SLOTS)
+		return 0;
+#ifdef __SSE2__
+	for (b = 0; b < PMH_SEG_BUCKETS; b += 16)
+	{
+		const __m128i *occ = (const __m128i *) &meta->occ[b];
+		__m128i		zero = _mm_setzero_si128();
+		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128(occ), zero);
+		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128(occ + 1), zero);
+
+		/* 16 lines per round: one bit each */
+		free_lines |= (uint64) (uint32)
+			_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) << b;
+	}
+#else
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		if (meta->occ[b] == 0)
+			free_lines |= UINT64CONST(1) << b;
+#endif
+	return free_lines;
+}
+
 /*
  * Choose the line (bucket) of primary segment segno or its chain that
  * "want" entries should go to: the fullest line with room for all of them,
@@ -1329,6 +1349,28 @@ pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
 	int			fit_bucket = -1;
 	int			most_bucket = -1;
 	uint32		seg;
+
+	/*
+	 * A whole D-bucket (the usual case) needs a wholly free line, and the
+	 * first one in chain order is what the general search below would
+	 * choose: find it without counting the occupancy of the others.
+	 */
+	if (want == PMH_BUCKET_SLOTS)
+	{
+		for (seg = segno; seg != PMH_NO_SEGMENT;)
+		{
+			PmhSegMeta *m = cb->get_meta(cb->arg, seg);
+			uint64		free_lines = pmh_free_lines(m);
+
+			if (free_lines != 0)
+			{
+				*segout = seg;
+				*bucketout = pg_rightmost_one_pos64(free_lines);
+				return true;
+			}
+			seg = m->ovf_next;
+		}
+	}
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;)
 	{
@@ -1422,6 +1464,41 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 					(size_t) (slots[k - 1] - slots[0] + 1) * PMH_ENTRY_BYTES) != 0)
 		return -1;
 	return k;
+}
+
+/*
+ * Start loading what placing an entry into segment segno's D-bucket will
+ * write: the D-bucket slot it takes or, when the D-bucket is full, the pool
+ * line its relocation fills.  A caller about to place several entries (a
+ * collecting log's) calls this for each of their segments first, after
+ * starting to load their metadata, so that the cache misses of the
+ * placements overlap instead of each stalling its insert (a lock release
+ * waits for every store before it).  Only a hint: it reads the metadata
+ * without the segment's lock and changes nothing, and a concurrent change
+ * makes it load the wrong line.  The caller keeps the overflow chains
+ * still (the server: the index lock, in any mode).
+ */
+void
+pmh_pending_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
+					 uint32 segno)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	uint32		npending = meta->npending;
+	uint32		seg;
+	int			bucket;
+	const char *line;
+	int			i;
+
+	if (npending < PMH_DBUCKET_SLOTS)
+	{
+		pmh_prefetch_write(&meta->pending[npending]);
+		return;
+	}
+	if (!pmh_choose_line(cb, segno, PMH_DBUCKET_SLOTS, &seg, &bucket))
+		return;
+	line = (const char *) &pmh_seg_entries(pool, seg)[bucket * PMH_BUCKET_SLOTS];
+	for (i = 0; i < PMH_LINE_BYTES; i += PMH_CACHELINE_BYTES)
+		pmh_prefetch_write(line + i);
 }
 
 /*

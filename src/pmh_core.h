@@ -424,6 +424,37 @@ pmh_fp_candidates(const uint16 *fps, uint32 occ, uint16 fp)
 	return match & occ;
 }
 
+/* start loading an address that is going to be read */
+static inline void
+pmh_prefetch(const void *addr)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(addr);
+#endif
+}
+
+/* start loading an address that is going to be written */
+static inline void
+pmh_prefetch_write(const void *addr)
+{
+#if defined(__GNUC__) || defined(__clang__)
+	__builtin_prefetch(addr, 1);
+#endif
+}
+
+/*
+ * Start loading what a lookup reads of a segment's metadata first: its
+ * header and the start of its fingerprints, and its D-bucket.  A lookup
+ * calls this before it takes the segment's lock, so that these misses
+ * overlap the lock's.
+ */
+static inline void
+pmh_meta_prefetch(const PmhSegMeta *meta)
+{
+	pmh_prefetch(meta);
+	pmh_prefetch(&meta->npending);
+}
+
 /* ---- the pool ---- */
 extern void pmh_header_init(PmhPoolHeader *hdr, uint64 pool_id,
 							uint32 db_oid, uint32 spc_oid, uint32 rel_node,
@@ -528,6 +559,8 @@ extern int	pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n);
 extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,
 							uint32 logslot);
 extern void pmh_pending_remove(PmhSegMeta *meta, int i);
+extern void pmh_pending_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
+								 uint32 segno);
 extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
 									uint32 segno, bool check_segment,
 									uint32 *released, int *nreleased,

@@ -527,6 +527,41 @@ pmhash_log_close_full_line(PmhashIndex *idx)
 }
 
 /*
+ * Start loading what placing these entries into their D-buckets touches:
+ * first every target segment's lock and D-bucket count, then the D-bucket
+ * slot, or the pool line that a full D-bucket's relocation fills
+ * (pmh_pending_prefetch).  The placements then take their cache misses
+ * together instead of one after another (each segment lock's release
+ * waits for the stores before it).  Only hints: nothing here changes
+ * anything, and the index lock (any mode) keeps the directory and the
+ * overflow chains still.  Segments not loaded since the restart are left
+ * alone, as their metadata is not set yet.
+ */
+static void
+pmhash_prefetch_placement(PmhashIndex *idx, const PmhEntry *entries, int n)
+{
+	uint32		segs[PMH_BUCKET_SLOTS];
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		segs[i] = pmhash_lookup_segment(idx, entries[i].hash);
+		pmh_prefetch_write(&pmhash_seg_slot(idx, segs[i])->lock);
+		pmh_prefetch(&pmhash_seg_meta(idx, segs[i])->npending);
+	}
+	for (i = 0; i < n; i++)
+	{
+		PmhashSegSlot *slot = pmhash_seg_slot(idx, segs[i]);
+
+		if (!slot->loaded || !slot->meta_valid)
+			continue;
+		/* the metadata was written before "loaded" (pmhashrecover.c) */
+		pg_read_barrier();
+		pmh_pending_prefetch(&idx->local->pool, &idx->cb, segs[i]);
+	}
+}
+
+/*
  * Write a collecting log to the backup log (one persist, one fence), then
  * make its entries visible in the D-buckets.  Index attached, any mode.
  */
@@ -567,6 +602,7 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 	pmhash_stats_add_user_bytes(idx->shared->stats_slot,
 								(uint64) n * PMH_ENTRY_BYTES);
 
+	pmhash_prefetch_placement(idx, entries, n);
 	PG_TRY();
 	{
 		for (; placed < n; placed++)

@@ -254,6 +254,8 @@ pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
 		pmh_pending_add(pmhash_seg_meta(idx, segno), e->hash, e->tag,
 						missing[i]);
 	}
+	/* readers without the segment lock (pmhash_prefetch_placement) */
+	pg_write_barrier();
 	slot->loaded = true;
 	pmhash_log_release(idx, released, (int) nreleased, false);
 	END_CRIT_SECTION();
@@ -319,6 +321,7 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 	{
 		pg_atomic_fetch_add_u64(&shared->entries,
 								pmhash_load_chain(idx, segno));
+		pg_write_barrier();
 		slot->loaded = true;
 	}
 	shared->load_blocked = true;

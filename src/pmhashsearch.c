@@ -162,7 +162,11 @@ pmhash_collect(IndexScanDesc scan)
 		ItemPointerData own[PMH_BUCKET_SLOTS];
 		int			nown;
 
-		/* the first use since a restart loads the segment */
+		/*
+		 * Start loading the metadata, so that its misses overlap the
+		 * lock's; the first use since a restart loads the segment.
+		 */
+		pmh_meta_prefetch(pmhash_seg_meta(&idx, segno));
 		if (!pmhash_lock_segment(&idx, segno, LW_SHARED))
 			continue;
 		meta = pmhash_seg_meta(&idx, segno);

@@ -877,6 +877,20 @@ log_flush(Worker *w)
 	if (pmh_log_write(&w->pool, line, first, e, n) != 0)
 		die("pmh_log_write: %m");
 	w->nclog = 0;
+	/*
+	 * Start loading every target segment's lock and D-bucket count, then
+	 * what placing the entry writes (pmhash_log_flush does the same)
+	 */
+	for (i = 0; i < n; i++)
+	{
+		uint32		segno = w->t->dir[pmh_dir_index(e[i].hash, w->t->gd)];
+
+		pmh_prefetch_write(&w->t->seglock[segno]);
+		pmh_prefetch(&w->t->meta[segno].npending);
+	}
+	for (i = 0; i < n; i++)
+		pmh_pending_prefetch(&w->pool, &w->t->cb,
+							 w->t->dir[pmh_dir_index(e[i].hash, w->t->gd)]);
 	for (i = 0; i < n; i++)
 		place_pending(w, e[i].hash, e[i].tag,
 					  line * PMH_BUCKET_SLOTS + (uint32) (first + i));
@@ -1013,6 +1027,8 @@ op_lookup(Worker *w, uint64 k, bool *found)
 	idx_lock(w, false);
 	segno = t->dir[pmh_dir_index(hash, t->gd)];
 	m = &t->meta[segno];
+	/* the metadata's misses overlap the lock's (pmhash_search does this) */
+	pmh_meta_prefetch(m);
 	pthread_rwlock_rdlock(&t->seglock[segno]);
 	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
 	n = lookup_pending(m->pending, m->npending, hash, tags, n);

@@ -3209,7 +3209,7 @@ test_relocate_duplicates(void)
 /*
  * Fewer than 16 entries go to the fullest line with room for all of them
  * (holes VACUUM left), never to a wholly free line while such a line
- * exists; ties go to the first line.
+ * exists; ties go to the first line.  16 go to the first wholly free line.
  */
 static void
 test_relocate_best_fit(void)
@@ -3319,6 +3319,34 @@ test_relocate_best_fit(void)
 	check_line_holds(&tp, 0, 3, 0x8421, ents, "tie");
 	for (b = 5; b < PMH_SEG_BUCKETS; b++)
 		CHECKF(bucket_is_zero(&tp, 0, b), "free bucket %d touched", b);
+
+	/*
+	 * A whole D-bucket: the first wholly free line (5), never the holes of
+	 * lines 0, 2 and 4.  pmh_pending_prefetch, only a hint, changes nothing
+	 * whether the D-bucket has room or is full.
+	 */
+	make_entries(&tp, 0, PMH_DBUCKET_SLOTS, 314, ents);
+	pend_entries(&tp, 0, 2, 0, ents, PMH_DBUCKET_SLOTS - 1);
+	pmh_pending_prefetch(&tp.pool, &tp.cb, 0);
+	pend_entries(&tp, 0, 2, PMH_DBUCKET_SLOTS - 1,
+				 &ents[PMH_DBUCKET_SLOTS - 1], 1);
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		model_add_pending(&m, &ents[i]);
+	pmh_pending_prefetch(&tp.pool, &tp.cb, 0);
+	CHECK(tp.meta[0].npending == PMH_DBUCKET_SLOTS &&
+		  tp.meta[0].occ[5] == 0 && tp.meta[0].occ[0] == 0xff01);
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
+	check_stats(st, 1, PMH_LINE_BYTES, PMH_LINE_BYTES / PMH_CACHELINE_BYTES, 1, 0, 1,
+				"whole D-bucket");
+	CHECKF(tp.meta[0].occ[0] == 0xff01 && tp.meta[0].occ[2] == 0xf7ff &&
+		   tp.meta[0].occ[4] == 0x0fff && tp.meta[0].occ[5] == 0xffff &&
+		   tp.meta[0].occ[6] == 0,
+		   "occ %04x %04x %04x %04x %04x", tp.meta[0].occ[0],
+		   tp.meta[0].occ[2], tp.meta[0].occ[4], tp.meta[0].occ[5],
+		   tp.meta[0].occ[6]);
+	check_line_holds(&tp, 0, 5, 0xffff, ents, "whole D-bucket");
 	verify_model(&tp, &m, 200, "best fit");
 	model_free(&m);
 	tpool_close(&tp);
