@@ -1287,6 +1287,7 @@ pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag, uint32 logslot)
 	PmhPending *p;
 
 	Assert(meta->npending < PMH_DBUCKET_SLOTS);
+	meta->pending_fp[meta->npending] = pmh_meta_fp(hash);
 	p = &meta->pending[meta->npending++];
 	p->hash = hash;
 	p->tag = tag;
@@ -1299,7 +1300,38 @@ void
 pmh_pending_remove(PmhSegMeta *meta, int i)
 {
 	Assert(i >= 0 && (uint32) i < meta->npending);
-	meta->pending[i] = meta->pending[--meta->npending];
+	meta->npending--;
+	meta->pending[i] = meta->pending[meta->npending];
+	meta->pending_fp[i] = meta->pending_fp[meta->npending];
+}
+
+/*
+ * Add the tags of a D-bucket's entries with this hash to tags[n...] (room
+ * for maxtags in all) and return the new count, which may exceed maxtags.
+ * Only the entries whose fingerprint matches are read: a lookup reads the
+ * cache line of the D-bucket's fingerprints, not its 384 bytes of entries.
+ */
+int
+pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash, uint64 *tags,
+				   int n, int maxtags)
+{
+	uint32		c;
+
+	c = pmh_fp_candidates(meta->pending_fp,
+						  ((uint32) 1 << meta->npending) - 1,
+						  pmh_meta_fp(hash));
+	while (c)
+	{
+		const PmhPending *p = &meta->pending[pg_rightmost_one_pos32(c)];
+
+		c &= c - 1;
+		if (p->hash != hash)
+			continue;
+		if (n < maxtags)
+			tags[n] = p->tag;
+		n++;
+	}
+	return n;
 }
 
 /* the wholly free lines (buckets) of a segment: bit b for bucket b */
@@ -1596,6 +1628,8 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	*nreleased = (int) done;
 	memmove(&meta->pending[0], &meta->pending[done],
 			(meta->npending - done) * sizeof(PmhPending));
+	memmove(&meta->pending_fp[0], &meta->pending_fp[done],
+			(meta->npending - done) * sizeof(uint16));
 	meta->npending -= done;
 	return r;
 }

@@ -249,7 +249,11 @@ typedef struct PmhSegMeta
 	uint32		nlive;
 	uint16		occ[PMH_SEG_BUCKETS];	/* bit i: slot i of the bucket is live */
 	uint16		fp[PMH_SEG_SLOTS];	/* pmh_meta_fp(hash) of live slots */
-	uint32		npending;		/* D-bucket: only in primary segments */
+	/* D-bucket: only in primary segments */
+	uint16		pending_fp[PMH_DBUCKET_SLOTS];	/* pmh_meta_fp(pending[i].hash),
+												 * in the cache line of
+												 * npending */
+	uint32		npending;
 	PmhPending	pending[PMH_DBUCKET_SLOTS];
 } PmhSegMeta;
 
@@ -559,6 +563,8 @@ extern int	pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n);
 extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,
 							uint32 logslot);
 extern void pmh_pending_remove(PmhSegMeta *meta, int i);
+extern int	pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash,
+							   uint64 *tags, int n, int maxtags);
 extern void pmh_pending_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
 								 uint32 segno);
 extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,

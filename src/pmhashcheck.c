@@ -292,6 +292,10 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 		if (!pmh_hash_in_segment(p->hash, word))
 			pmhash_problem(st, "segment %u: pending entry with hash %016llx belongs to another segment",
 						   segno, (unsigned long long) p->hash);
+		if (meta->pending_fp[i] != pmh_meta_fp(p->hash))
+			pmhash_problem(st, "segment %u pending entry %u: fingerprint %04x does not match hash %016llx",
+						   segno, i, meta->pending_fp[i],
+						   (unsigned long long) p->hash);
 		if (p->logslot >= pmhash_log_nlines(idx->shared) * PMH_BUCKET_SLOTS)
 		{
 			pmhash_problem(st, "segment %u: pending entry names backup-log slot %u past the log",

@@ -173,14 +173,7 @@ pmhash_collect(IndexScanDesc scan)
 		n = pmh_lookup(&idx.local->pool, &idx.cb, segno, so->hash,
 					   tags, so->cap);
 		/* entries waiting in the segment's D-bucket */
-		for (i = 0; i < (int) meta->npending; i++)
-		{
-			if (meta->pending[i].hash != so->hash)
-				continue;
-			if (n < so->cap)
-				tags[n] = meta->pending[i].tag;
-			n++;
-		}
+		n = pmh_pending_lookup(meta, so->hash, tags, n, so->cap);
 		pmhash_unlock_segment(&idx, segno);
 
 		/* this transaction's own inserts not flushed yet */

@@ -968,7 +968,11 @@ op_insert_direct(Worker *w, uint64 k)
 	idx_unlock(w);
 }
 
-/* add the tags of a D-bucket's entries with this hash to tags[n ..] */
+/*
+ * Add the tags of a D-bucket copy's entries with this hash to tags[n ..]
+ * (the probe experiments' side structures; op_lookup uses
+ * pmh_pending_lookup)
+ */
 static int
 lookup_pending(const PmhPending *pending, uint32 npending, uint64 hash,
 			   uint64 *tags, int n)
@@ -1031,7 +1035,7 @@ op_lookup(Worker *w, uint64 k, bool *found)
 	pmh_meta_prefetch(m);
 	pthread_rwlock_rdlock(&t->seglock[segno]);
 	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-	n = lookup_pending(m->pending, m->npending, hash, tags, n);
+	n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
 	pthread_rwlock_unlock(&t->seglock[segno]);
 	for (i = 0; i < w->nclog; i++)
 	{
@@ -1524,7 +1528,7 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 			}
 			break;
 		default:
-			n = lookup_pending(m->pending, m->npending, hash, tags, n);
+			n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
 			break;
 	}
 	if (locks)

@@ -1026,6 +1026,10 @@ fz_check_structure(const FzPool *fp, const char *what)
 					{
 						PmhEntry	pe;
 
+						FZ_ASSERT(m->pending_fp[k] == pmh_meta_fp(m->pending[k].hash),
+								  "%s: primary %u: pending entry %u has fingerprint %04x, its hash %04x",
+								  what, s, k, m->pending_fp[k],
+								  pmh_meta_fp(m->pending[k].hash));
 						pe.hash = m->pending[k].hash;
 						pe.tag = m->pending[k].tag;
 						FZ_ASSERT(pmh_hash_in_segment(pe.hash, h->word) &&

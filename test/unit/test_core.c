@@ -2951,9 +2951,50 @@ test_pending_bookkeeping(void)
 					step, m->npending, nref))
 			break;
 		for (i = 0; i < nref; i++)
-			if (!CHECKF(pending_equal(&m->pending[i], &ref[i]),
+			if (!CHECKF(pending_equal(&m->pending[i], &ref[i]) &&
+						m->pending_fp[i] == pmh_meta_fp(ref[i].hash),
 						"step %d: pending[%d] differs", step, i))
 				break;
+		/* a lookup finds an entry that waits, and not one that does not */
+		if (nref > 0)
+		{
+			const PmhPending *want = &ref[rnd() % (uint64) nref];
+			uint64		tags[PMH_DBUCKET_SLOTS];
+
+			CHECKF(pmh_pending_lookup(m, want->hash, tags, 0,
+									  PMH_DBUCKET_SLOTS) == 1 &&
+				   tags[0] == want->tag, "step %d: lookup", step);
+			CHECKF(pmh_pending_lookup(m, want->hash ^ UINT64CONST(0x10000),
+									  tags, 0, PMH_DBUCKET_SLOTS) == 0,
+				   "step %d: lookup of an absent hash", step);
+		}
+	}
+
+	/*
+	 * Entries with one hash, and one whose hash differs only above the
+	 * fingerprint: all of the first and none of the other are found, past
+	 * maxtags they are counted only, and the tags go after the n given.
+	 */
+	while (m->npending > 0)
+		pmh_pending_remove(m, 0);
+	{
+		uint64		h1 = UINT64CONST(0xabc0000001234);
+		uint64		h2 = UINT64CONST(0xabd0000001234);
+		uint64		tags[PMH_DBUCKET_SLOTS];
+		int			n;
+
+		for (i = 0; i < 5; i++)
+			pmh_pending_add(m, h1, pmh_tag_make(h1, 4, (uint16) (i + 1)),
+							(uint32) i);
+		pmh_pending_add(m, h2, pmh_tag_make(h2, 5, 1), 5);
+		tags[0] = 42;
+		n = pmh_pending_lookup(m, h1, tags, 1, 4);
+		CHECKF(n == 6 && tags[0] == 42 && tags[1] == pmh_tag_make(h1, 4, 1) &&
+			   tags[3] == pmh_tag_make(h1, 4, 3),
+			   "same hash: %d found", n);
+		n = pmh_pending_lookup(m, h2, tags, 0, 4);
+		CHECKF(n == 1 && tags[0] == pmh_tag_make(h2, 5, 1),
+			   "hash differing above the fingerprint: %d found", n);
 	}
 
 	/* emptied one by one, then filled again to the brim */
