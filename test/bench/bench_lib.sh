@@ -9,6 +9,7 @@
 #   bench_have_gnuplot    is gnuplot (with the pngcairo terminal) there?
 #   bench_plot SCRIPT     run a gnuplot script (stdin) in the results dir;
 #                         warns and returns 1 when gnuplot is missing
+#   median NUMBER...      the middle number (the lower of two)
 
 bench_out_dir() {
 	local d=${PMHASH_BENCH_OUT:-$PMH_ROOT/test/bench/results/$(date +%Y-%m-%d)}
@@ -44,3 +45,7 @@ bench_plot() {
 		return 1
 	}
 }
+
+# median NUMBER...: the middle one of the numbers (the lower middle of an
+# even count); nothing for none
+median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }

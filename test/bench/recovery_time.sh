@@ -59,6 +59,8 @@ set -uo pipefail
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source=test/lib.sh
 . "$HERE/../lib.sh"
+# shellcheck source=test/bench/bench_lib.sh
+. "$HERE/bench_lib.sh"
 
 pmh_drop_root test/bench/recovery_time.sh "$@" # exits if we are root
 
@@ -117,7 +119,6 @@ BINDIR=$PMH_TI_BINDIR
 # ------------------------------------------------------------- helpers ---
 
 now_ms() { date +%s%3N; }
-median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
 
 BENCH_DIR=
 PGDATA_DIR=

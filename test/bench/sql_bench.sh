@@ -35,7 +35,9 @@
 #   9. pgbench scripts from test/bench/pgbench/ (select-only by key,
 #      single-row insert, 50/50 mixed, YCSB-A-like update mix) at each of
 #      $CLIENTS clients, $PGB_TIME seconds each, -M prepared, on the three
-#      tables in turn (renamed to "pgb"); VACUUM after each write script;
+#      tables in turn (renamed to "pgb"), $PGB_ROUNDS rounds of the three
+#      taking turns, the median of each method's runs reported; VACUUM
+#      after each write script;
 #      synchronous_commit = off unless PMHASH_BENCH_SYNC_COMMIT=on (else the
 #      WAL flush at every commit, the same for all three, hides the index;
 #      pmhash still persists its backup log before each commit record)
@@ -49,6 +51,8 @@
 # Knobs: PMHASH_BENCH_ROWS (1000000), PMHASH_BENCH_PROBES (1000000),
 #        PMHASH_BENCH_REPEAT (3), PMHASH_BENCH_THETA (0.99),
 #        PMHASH_BENCH_PGBENCH_TIME (5 seconds per run; 0 skips pgbench),
+#        PMHASH_BENCH_PGBENCH_ROUNDS (3: each number is the median of
+#        that many runs, the three methods taking turns),
 #        PMHASH_BENCH_VACINS_TIME (10 seconds per run of step 8; 0 skips
 #        it), PMHASH_BENCH_VACINS_CLIENTS (4),
 #        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT (off),
@@ -80,6 +84,7 @@ PROBES=${PMHASH_BENCH_PROBES:-1000000}
 REPEAT=${PMHASH_BENCH_REPEAT:-3}
 THETA=${PMHASH_BENCH_THETA:-0.99}
 PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-5}
+PGB_ROUNDS=${PMHASH_BENCH_PGBENCH_ROUNDS:-3}
 VI_TIME=${PMHASH_BENCH_VACINS_TIME:-10}
 VI_CLIENTS=${PMHASH_BENCH_VACINS_CLIENTS:-4}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2 8}
@@ -88,6 +93,8 @@ SHARED_BUFFERS=${PMHASH_BENCH_SHARED_BUFFERS:-1GB}
 MODE=${PMHASH_BENCH_MODE:-emulated}
 SKIP=",${PMHASH_BENCH_SKIP:-},"
 skip() { [[ "$SKIP" == *",$1,"* ]]; }
+[[ "$PGB_ROUNDS" =~ ^[1-9][0-9]*$ ]] ||
+	pmh_die "PMHASH_BENCH_PGBENCH_ROUNDS: '$PGB_ROUNDS' is not a positive whole number"
 
 LOGDIR=$PMH_CHECK/bench
 mkdir -p "$LOGDIR"
@@ -513,28 +520,41 @@ SCRIPTS=(select_only insert mixed ycsb_a)
 if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
 	for s in "${SCRIPTS[@]}"; do
-		pmh_head "pgbench $s.sql, ${PGB_TIME}s per run"
+		pmh_head "pgbench $s.sql, ${PGB_TIME}s per run, medians of $PGB_ROUNDS rounds"
 		for c in $CLIENTS; do
 			j=$((c < 2 ? c : 2))
-			for am in "${AMS[@]}"; do
-				sql -c "ALTER TABLE t_$am RENAME TO pgb" >/dev/null || {
-					STATUS=1
-					continue
-				}
-				out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
-				rc=$?
-				sql -c "ALTER TABLE pgb RENAME TO t_$am" >/dev/null || STATUS=1
-				tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
-				failed=$(sed -n -E 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
-				if [ "$rc" -ne 0 ] || [ -z "$tps" ] || [ "${failed:-0}" != 0 ]; then
-					pmh_err "pgbench $s, $c clients, $am failed (exit $rc):"
-					tail -n 20 <<<"$out" | sed 's/^/    /'
-					STATUS=1
-					continue
-				fi
-				printf '    %2d clients %-7s %10.0f tps\n' "$c" "$am" "$tps"
-				record "pgbench_${s}_c${c}_tps" "$am" "$(printf '%.0f' "$tps")" tps
+			declare -A RUNS=()
+			# the methods take turns, round after round, so that a slow
+			# stretch of a shared machine hits all three alike
+			for ((round = 1; round <= PGB_ROUNDS; round++)); do
+				for am in "${AMS[@]}"; do
+					sql -c "ALTER TABLE t_$am RENAME TO pgb" >/dev/null || {
+						STATUS=1
+						continue
+					}
+					out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
+					rc=$?
+					sql -c "ALTER TABLE pgb RENAME TO t_$am" >/dev/null || STATUS=1
+					tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
+					failed=$(sed -n -E 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
+					if [ "$rc" -ne 0 ] || [ -z "$tps" ] || [ "${failed:-0}" != 0 ]; then
+						pmh_err "pgbench $s, $c clients, $am failed (exit $rc):"
+						tail -n 20 <<<"$out" | sed 's/^/    /'
+						STATUS=1
+						continue
+					fi
+					RUNS[$am]="${RUNS[$am]:-} $(printf '%.0f' "$tps")"
+				done
 			done
+			for am in "${AMS[@]}"; do
+				[ -n "${RUNS[$am]:-}" ] || continue
+				# shellcheck disable=SC2086 # the runs are words
+				tps=$(median ${RUNS[$am]})
+				printf '    %2d clients %-7s %10.0f tps (runs:%s)\n' "$c" "$am" "$tps" "${RUNS[$am]}"
+				record "pgbench_${s}_c${c}_tps" "$am" "$tps" tps
+				record "pgbench_${s}_c${c}_runs" "$am" "${RUNS[$am]# }" tps
+			done
+			unset RUNS
 		done
 		[ "$s" = select_only ] || sql -c "VACUUM t_pmhash, t_btree, t_hash" >/dev/null || STATUS=1
 	done
@@ -624,7 +644,7 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	fi
 	if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 		echo
-		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, ${PGB_TIME}s per run, transactions per second; scripts in test/bench/pgbench/):"
+		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, transactions per second, the median of $PGB_ROUNDS runs of ${PGB_TIME}s each, the three methods taking turns; every run is in sql.tsv; scripts in test/bench/pgbench/):"
 		echo
 		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
 		echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
