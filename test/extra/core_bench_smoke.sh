@@ -30,7 +30,7 @@ grep -q '^wrong answers: 0$' "$SCRATCH/core.md" || {
 	fail=1
 }
 
-# 8 measurements per thread count and 11 probe experiments; counts that
+# 8 measurements per thread count and 12 probe experiments; counts that
 # must hold whatever the speed
 awk -F'\t' '
 	NR == 1 { next }
@@ -51,7 +51,7 @@ awk -F'\t' '
 		if ($2 == "delete" && ($12 <= 0 || $12 > $4)) { print "FAIL: " key ": " $12 " of " $4 " deletes hit"; bad = 1 }
 	}
 	END {
-		if (rows != 27) { print "FAIL: " rows " measurements, expected 27"; bad = 1 }
+		if (rows != 28) { print "FAIL: " rows " measurements, expected 28"; bad = 1 }
 		exit bad
 	}' "$SCRATCH/core.tsv" || fail=1
 
