@@ -321,6 +321,7 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 	{
 		pg_atomic_fetch_add_u64(&shared->entries,
 								pmhash_load_chain(idx, segno));
+		/* as in pmhash_load_segment_shared */
 		pg_write_barrier();
 		slot->loaded = true;
 	}
