@@ -1334,35 +1334,6 @@ pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash, uint64 *tags,
 	return n;
 }
 
-/* the wholly free lines (buckets) of a segment: bit b for bucket b */
-static inline uint64
-pmh_free_lines(const PmhSegMeta *meta)
-{
-	uint64		free_lines = 0;
-	int			b;
-
-	if (meta->nlive >= PMH_SEG_SLOTS)
-		return 0;
-#ifdef __SSE2__
-	for (b = 0; b < PMH_SEG_BUCKETS; b += 16)
-	{
-		const __m128i *occ = (const __m128i *) &meta->occ[b];
-		__m128i		zero = _mm_setzero_si128();
-		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128(occ), zero);
-		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128(occ + 1), zero);
-
-		/* 16 lines per round: one bit each */
-		free_lines |= (uint64) (uint32)
-			_mm_movemask_epi8(_mm_packs_epi16(lo, hi)) << b;
-	}
-#else
-	for (b = 0; b < PMH_SEG_BUCKETS; b++)
-		if (meta->occ[b] == 0)
-			free_lines |= UINT64CONST(1) << b;
-#endif
-	return free_lines;
-}
-
 /*
  * Choose the line (bucket) of primary segment segno or its chain that
  * "want" entries should go to: the fullest line with room for all of them,
@@ -1381,28 +1352,6 @@ pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
 	int			fit_bucket = -1;
 	int			most_bucket = -1;
 	uint32		seg;
-
-	/*
-	 * A whole D-bucket (the usual case) needs a wholly free line, and the
-	 * first one in chain order is what the general search below would
-	 * choose: find it without counting the occupancy of the others.
-	 */
-	if (want == PMH_BUCKET_SLOTS)
-	{
-		for (seg = segno; seg != PMH_NO_SEGMENT;)
-		{
-			PmhSegMeta *m = cb->get_meta(cb->arg, seg);
-			uint64		free_lines = pmh_free_lines(m);
-
-			if (free_lines != 0)
-			{
-				*segout = seg;
-				*bucketout = pg_rightmost_one_pos64(free_lines);
-				return true;
-			}
-			seg = m->ovf_next;
-		}
-	}
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;)
 	{

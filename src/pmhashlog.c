@@ -541,19 +541,19 @@ static void
 pmhash_prefetch_placement(PmhashIndex *idx, const PmhEntry *entries, int n)
 {
 	uint32		segs[PMH_BUCKET_SLOTS];
+	PmhashSegSlot *slots[PMH_BUCKET_SLOTS];
 	int			i;
 
 	for (i = 0; i < n; i++)
 	{
 		segs[i] = pmhash_lookup_segment(idx, entries[i].hash);
-		pmh_prefetch_write(&pmhash_seg_slot(idx, segs[i])->lock);
+		slots[i] = pmhash_seg_slot(idx, segs[i]);
+		pmh_prefetch_write(&slots[i]->lock);
 		pmh_prefetch(&pmhash_seg_meta(idx, segs[i])->npending);
 	}
 	for (i = 0; i < n; i++)
 	{
-		PmhashSegSlot *slot = pmhash_seg_slot(idx, segs[i]);
-
-		if (!slot->loaded || !slot->meta_valid)
+		if (!slots[i]->loaded || !slots[i]->meta_valid)
 			continue;
 		/* the metadata was written before "loaded" (pmhashrecover.c) */
 		pg_read_barrier();

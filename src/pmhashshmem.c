@@ -1057,7 +1057,6 @@ pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
 {
 	PmhashShared *shared = idx->shared;
 	uint64		grow;
-
 	uint32	   *stack;
 	uint32		p;
 
