@@ -495,7 +495,7 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
  */
 
 /* the fingerprint's bits are never part of a directory index or prefix */
-StaticAssertDecl(PMH_MAX_DEPTH <= 64 - 8 * sizeof(((PmhSegMeta *) 0)->fp[0]),
+StaticAssertDecl(PMH_MAX_DEPTH <= 64 - 8 * sizeof(((PmhFpBucket *) 0)->fp[0]),
 				 "the metadata fingerprint overlaps the segment prefix");
 
 /* empty metadata for a segment with the given word */
@@ -529,21 +529,193 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 		{
 			meta->occ[slot / PMH_BUCKET_SLOTS] |=
 				(uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-			meta->fp[slot] = pmh_meta_fp(e[slot].hash);
+			pmh_fpt_add(meta, e[slot].hash, slot);
 			meta->nlive++;
 		}
 	}
 }
 
-/*
- * Slots of one bucket that are live and whose fingerprint matches: the only
- * slots a probe has to read from the pool.
- */
+/* unused ways of a fingerprint bucket, as a bit mask */
 static inline uint32
-pmh_bucket_candidates(const PmhSegMeta *meta, int bucket, uint16 fp)
+pmh_fpt_free_ways(const PmhFpBucket *bk)
 {
-	return pmh_fp_candidates(&meta->fp[bucket * PMH_BUCKET_SLOTS],
-							 meta->occ[bucket], fp);
+	return pmh_fp_candidates(bk->slot, 0xffff, 0);
+}
+
+/*
+ * The buckets a lookup of hash reads, in order, into seq: its own, then the
+ * next one as long as the one before is marked passed.  Returns how many.
+ */
+static int
+pmh_fpt_sequence(const PmhSegMeta *meta, uint64 hash, int *seq)
+{
+	int			b = pmh_fpt_bucket(hash);
+	int			n = 0;
+
+	seq[n++] = b;
+	while (pmh_fpt_is_passed(meta, b) && n < PMH_FPT_BUCKETS)
+	{
+		b = (b + 1) % PMH_FPT_BUCKETS;
+		seq[n++] = b;
+	}
+	return n;
+}
+
+/*
+ * Add slot "slot" with this hash to a segment's fingerprint table: into its
+ * bucket or, when that is full, into the next bucket with room, marking the
+ * full ones on the way passed.  There is always room: the table has more
+ * ways than a segment has slots.
+ */
+void
+pmh_fpt_add(PmhSegMeta *meta, uint64 hash, int slot)
+{
+	int			b = pmh_fpt_bucket(hash);
+	uint32		f = pmh_fpt_free_ways(&meta->fpt[b]);
+	int			n;
+
+	Assert(slot >= 0 && slot < PMH_SEG_SLOTS);
+	for (n = 1; f == 0 && n < PMH_FPT_BUCKETS; n++)
+	{
+		meta->fpt_passed[b >> 3] |= (uint8) (1 << (b & 7));
+		meta->fpt_any_passed = 1;
+		b = (b + 1) % PMH_FPT_BUCKETS;
+		f = pmh_fpt_free_ways(&meta->fpt[b]);
+	}
+	Assert(f != 0);
+	meta->fpt[b].fp[pg_rightmost_one_pos32(f)] = pmh_meta_fp(hash);
+	meta->fpt[b].slot[pg_rightmost_one_pos32(f)] = (uint16) (slot + 1);
+}
+
+/* drop slot "slot" with this hash from a segment's fingerprint table */
+void
+pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot)
+{
+	uint16		fp = pmh_meta_fp(hash);
+	int			seq[PMH_FPT_BUCKETS];
+	int			n = pmh_fpt_sequence(meta, hash, seq);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		PmhFpBucket *bk = &meta->fpt[seq[i]];
+		uint32		c = pmh_fpt_match(bk, fp);
+
+		while (c)
+		{
+			int			w = pg_rightmost_one_pos32(c);
+
+			c &= c - 1;
+			if (bk->slot[w] == slot + 1)
+			{
+				bk->slot[w] = 0;
+				bk->fp[w] = 0;
+				return;
+			}
+		}
+	}
+	Assert(false);
+}
+
+/*
+ * Rebuild a segment's fingerprint table from its live slots (occ) and the
+ * hashes in the pool, without passed marks no entry needs any more (after
+ * a split took entries away).
+ */
+void
+pmh_fpt_rebuild(const PmhPool *pool, PmhSegMeta *meta, uint32 segno)
+{
+	const PmhEntry *e = pmh_seg_entries(pool, segno);
+	int			b;
+
+	memset(meta->fpt, 0, sizeof(meta->fpt));
+	memset(meta->fpt_passed, 0, sizeof(meta->fpt_passed));
+	meta->fpt_any_passed = 0;
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		uint32		occ = meta->occ[b];
+
+		while (occ)
+		{
+			int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(occ);
+
+			occ &= occ - 1;
+			pmh_fpt_add(meta, e[slot].hash, slot);
+		}
+	}
+}
+
+/*
+ * Check a segment's fingerprint table against its live slots (occ) and the
+ * pool: every live slot is in a bucket a lookup of its hash reads, exactly
+ * once, with its fingerprint, and no way names a free slot.  Returns true if so; else false, with the first problem in msg.
+ */
+bool
+pmh_fpt_verify(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
+			   char *msg, size_t msglen)
+{
+	const PmhEntry *e = pmh_seg_entries(pool, segno);
+	uint8		seen[PMH_SEG_SLOTS];
+	int			seq[PMH_FPT_BUCKETS];
+	int			nseq;
+	int			b;
+	int			w;
+	int			i;
+	int			slot;
+
+	memset(seen, 0, sizeof(seen));
+	for (b = 0; b < PMH_FPT_BUCKETS; b++)
+	{
+		for (w = 0; w < PMH_FPT_WAYS; w++)
+		{
+			int			sl = meta->fpt[b].slot[w];
+			uint64		h;
+
+			if (sl == 0)
+				continue;
+			slot = sl - 1;
+			if (slot >= PMH_SEG_SLOTS ||
+				!((meta->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1))
+			{
+				snprintf(msg, msglen, "segment %u: fingerprint bucket %d way %d names slot %d, which is not live",
+						 segno, b, w, slot);
+				return false;
+			}
+			h = e[slot].hash;
+			if (meta->fpt[b].fp[w] != pmh_meta_fp(h))
+			{
+				snprintf(msg, msglen, "segment %u slot %d: fingerprint %04x does not match hash %016llx",
+						 segno, slot, meta->fpt[b].fp[w], (unsigned long long) h);
+				return false;
+			}
+			nseq = pmh_fpt_sequence(meta, h, seq);
+			for (i = 0; i < nseq && seq[i] != b; i++)
+				;
+			if (i == nseq)
+			{
+				snprintf(msg, msglen, "segment %u slot %d: in fingerprint bucket %d, where a lookup of its hash does not look",
+						 segno, slot, b);
+				return false;
+			}
+			if (seen[slot]++)
+			{
+				snprintf(msg, msglen, "segment %u slot %d: twice in the fingerprint table",
+						 segno, slot);
+				return false;
+			}
+		}
+	}
+	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
+	{
+		if (((meta->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1) &&
+			!seen[slot])
+		{
+			snprintf(msg, msglen, "segment %u slot %d: live but not in the fingerprint table",
+					 segno, slot);
+			return false;
+		}
+	}
+	return true;
 }
 
 /* call fn for every live slot whose fingerprint matches; true stops */
@@ -558,10 +730,10 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
 }
 
 /*
- * Probe every bucket of one segment (an entry may be in any of them).  The
- * fingerprint scan first collects the candidates of all buckets and starts
- * loading their entries; only then are the entries compared, so that the
- * pool reads overlap the rest of the scan instead of each stalling it.
+ * Probe one segment for hash: the fingerprint table gives the live slots
+ * whose fingerprint matches, from the hash's bucket (one cache line) and
+ * any after it that entries went on to; their entries start loading
+ * together, then are compared.
  */
 static bool
 pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
@@ -569,44 +741,40 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 {
 	uint16		fp = pmh_meta_fp(hash);
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
-	uint16		cand[PMH_SEG_BUCKETS];
-	uint64		buckets = 0;	/* bit b: bucket b has candidates */
-	int			b;
+	uint16		cand[PMH_SEG_SLOTS];
+	int			ncand = 0;
+	int			seq[PMH_FPT_BUCKETS];
+	int			nseq;
+	int			i;
 
 	if (meta->nlive == 0)
 		return false;
-	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	nseq = pmh_fpt_sequence(meta, hash, seq);
+	for (i = 0; i < nseq; i++)
 	{
-		uint32		c = pmh_bucket_candidates(meta, b, fp);
+		const PmhFpBucket *bk = &meta->fpt[seq[i]];
+		uint32		c = pmh_fpt_match(bk, fp);
 
-		if (c == 0)
-			continue;
-		cand[b] = (uint16) c;
-		buckets |= UINT64CONST(1) << b;
-		do
-		{
-			pmh_prefetch(&entries[b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c)]);
-			c &= c - 1;
-		} while (c);
-	}
-	while (buckets)
-	{
-		uint32		c;
-
-		b = pg_rightmost_one_pos64(buckets);
-		buckets &= buckets - 1;
-		c = cand[b];
 		while (c)
 		{
-			const PmhEntry *e = &entries[b * PMH_BUCKET_SLOTS +
-										 pg_rightmost_one_pos32(c)];
+			int			w = pg_rightmost_one_pos32(c);
 
 			c &= c - 1;
-			if (pool->read_hook)
-				pmh_note_read(pool, e);
-			if (e->hash == hash && fn(e, arg))
-				return true;
+			if (bk->slot[w] == 0)
+				continue;
+			cand[ncand] = bk->slot[w] - 1;
+			pmh_prefetch(&entries[cand[ncand]]);
+			ncand++;
 		}
+	}
+	for (i = 0; i < ncand; i++)
+	{
+		const PmhEntry *e = &entries[cand[i]];
+
+		if (pool->read_hook)
+			pmh_note_read(pool, e);
+		if (e->hash == hash && fn(e, arg))
+			return true;
 	}
 	return false;
 }
@@ -689,6 +857,40 @@ pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	return pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c);
 }
 
+typedef struct PmhFind
+{
+	uint64		want;
+	const PmhEntry *found;
+} PmhFind;
+
+static bool
+pmh_find_fn(const PmhEntry *e, void *arg)
+{
+	PmhFind    *f = (PmhFind *) arg;
+
+	if (e->tag != f->want)
+		return false;
+	f->found = e;
+	return true;
+}
+
+/*
+ * The slot of segment segno (alone, not its chain) that holds exactly this
+ * (hash, tag), or -1: for a caller that deletes one entry.
+ */
+int
+pmh_find_slot(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
+			  uint64 hash, uint64 tag)
+{
+	PmhFind		f;
+
+	f.want = tag;
+	f.found = NULL;
+	if (!pmh_probe_segment(pool, meta, segno, hash, pmh_find_fn, &f))
+		return -1;
+	return (int) (f.found - pmh_seg_entries(pool, segno));
+}
+
 /* write one entry into a free slot and persist it; update the metadata */
 static PmhInsertResult
 pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
@@ -721,7 +923,7 @@ pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
 		return PMH_INSERT_IOERROR;
 	}
 	meta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	meta->fp[slot] = pmh_meta_fp(hash);
+	pmh_fpt_add(meta, hash, slot);
 	meta->nlive++;
 	return PMH_INSERT_DONE;
 }
@@ -981,7 +1183,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	dst = &pmh_seg_entries(pool, target)[slot];
 	*dst = *src;
 	tmeta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	tmeta->fp[slot] = pmh_meta_fp(src->hash);
+	pmh_fpt_add(tmeta, src->hash, slot);
 	tmeta->nlive++;
 	return 0;
 }
@@ -1035,10 +1237,15 @@ pmh_split_forget(const PmhPool *pool, PmhSegMeta *fm, uint32 from, int bitpos)
 			if ((e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1)
 			{
 				fm->occ[b] &= (uint16) ~(1 << s);
+				pmh_fpt_remove(fm, e[b * PMH_BUCKET_SLOTS + s].hash,
+							   b * PMH_BUCKET_SLOTS + s);
 				fm->nlive--;
 			}
 		}
 	}
+	/* entries are gone: drop passed marks that no entry may need now */
+	if (fm->fpt_any_passed)
+		pmh_fpt_rebuild(pool, fm, from);
 }
 
 /*
@@ -1186,7 +1393,7 @@ pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 			first = s;
 		last = s;
 		meta->occ[bucket] &= (uint16) ~(1 << s);
-		meta->fp[bucket * PMH_BUCKET_SLOTS + s] = 0;
+		pmh_fpt_remove(meta, e[s].hash, bucket * PMH_BUCKET_SLOTS + s);
 		meta->nlive--;
 	}
 	return pmh_persist(pool, &e[first], (size_t) (last - first + 1) * PMH_ENTRY_BYTES);
@@ -1436,8 +1643,7 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 	{
 		line[slots[i]].tag = src[i]->tag;
 		meta->occ[bucket] |= (uint16) (1 << slots[i]);
-		meta->fp[bucket * PMH_BUCKET_SLOTS + slots[i]] =
-			pmh_meta_fp(src[i]->hash);
+		pmh_fpt_add(meta, src[i]->hash, bucket * PMH_BUCKET_SLOTS + slots[i]);
 		meta->nlive++;
 	}
 	if (k > 0 &&
@@ -1519,6 +1725,10 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 
 	*nreleased = 0;
 	*nduplicates = 0;
+
+	/* start loading the fingerprint buckets the entries will go to */
+	for (i = 0; i < meta->npending; i++)
+		pmh_fpt_prefetch(meta, meta->pending[i].hash);
 
 	/* entries the segment holds already, or that wait twice, are done */
 	for (i = 0; i < meta->npending; i++)

@@ -237,25 +237,63 @@ typedef struct PmhPending
 } PmhPending;
 
 /*
+ * The fingerprint table of a segment: where each live slot's 16-bit
+ * fingerprint is kept, organised by hash so that a lookup reads one cache
+ * line of it (rarely two) instead of all 1024 fingerprints.  A slot with
+ * hash h goes into bucket pmh_fpt_bucket(h) or, when that is full, into the
+ * next bucket with room (bucketised linear probing); every full bucket it
+ * passes is marked "passed", and a lookup goes on past each passed bucket.
+ * The marks are cleared only when the table is rebuilt.  A bucket is one
+ * 64 B cache line: 16 fingerprints, then the 16 slot numbers (plus one;
+ * 0 = unused way); 72 buckets, 1152 ways for at most 1024 slots.  (Two
+ * choices of bucket per hash, as in a cuckoo filter, made the table fuller
+ * before it spills, but cost a second random cache line on every insert
+ * and lookup where linear probing's second line is the adjacent one: it
+ * measured slower on both.)
+ */
+#define PMH_FPT_BUCKETS			72
+#define PMH_FPT_WAYS			16
+
+typedef struct PmhFpBucket
+{
+	uint16		fp[PMH_FPT_WAYS];	/* pmh_meta_fp(hash) of the slot */
+	uint16		slot[PMH_FPT_WAYS]; /* 1 + slot number; 0 = unused */
+} PmhFpBucket;
+
+/*
  * Volatile metadata of one segment (primary or overflow), kept by the
  * caller in shared memory.  "word" mirrors the segment's persistent word
  * (the entries of an overflow segment are validated against the word of
- * the primary segment that owns its chain).
+ * the primary segment that owns its chain).  The first cache line holds
+ * what every lookup reads besides its fingerprint bucket: the word, the
+ * chain, the counts and the D-bucket's fingerprints.  The size is a
+ * multiple of 64 B, so that in an array starting on a cache line (the
+ * server's chunks) every fingerprint bucket is one cache line.
  */
 typedef struct PmhSegMeta
 {
 	uint64		word;
 	uint32		ovf_next;		/* segno or PMH_NO_SEGMENT */
 	uint32		nlive;
+	uint32		npending;		/* D-bucket entries: only in primaries */
+	uint16		pending_fp[PMH_DBUCKET_SLOTS];	/* pmh_meta_fp(pending[i].hash) */
+	uint8		fpt_passed[(PMH_FPT_BUCKETS + 7) / 8];	/* bit b: an entry went
+														 * past full bucket b */
+	uint8		fpt_any_passed; /* some bit of fpt_passed is set */
+	uint8		pad[2];
+	PmhFpBucket fpt[PMH_FPT_BUCKETS];	/* fingerprints of the live slots */
 	uint16		occ[PMH_SEG_BUCKETS];	/* bit i: slot i of the bucket is live */
-	uint16		fp[PMH_SEG_SLOTS];	/* pmh_meta_fp(hash) of live slots */
-	/* D-bucket: only in primary segments */
-	uint16		pending_fp[PMH_DBUCKET_SLOTS];	/* pmh_meta_fp(pending[i].hash),
-												 * in the cache line of
-												 * npending */
-	uint32		npending;
-	PmhPending	pending[PMH_DBUCKET_SLOTS];
+	PmhPending	pending[PMH_DBUCKET_SLOTS]; /* the D-bucket */
 } PmhSegMeta;
+
+StaticAssertDecl(offsetof(PmhSegMeta, fpt) == PMH_CACHELINE_BYTES,
+				 "the fingerprint table starts on the second cache line");
+StaticAssertDecl(sizeof(PmhSegMeta) % PMH_CACHELINE_BYTES == 0,
+				 "segment metadata is a whole number of cache lines");
+StaticAssertDecl(sizeof(PmhFpBucket) == PMH_CACHELINE_BYTES,
+				 "a fingerprint bucket is one cache line");
+StaticAssertDecl(PMH_FPT_BUCKETS * PMH_FPT_WAYS >= PMH_SEG_SLOTS + PMH_SEG_SLOTS / 8,
+				 "the fingerprint table needs room to spare");
 
 /*
  * Access to the caller's metadata and free segments.  get_meta returns the
@@ -447,16 +485,58 @@ pmh_prefetch_write(const void *addr)
 }
 
 /*
- * Start loading what a lookup reads of a segment's metadata first: its
- * header and the start of its fingerprints, and its D-bucket.  A lookup
- * calls this before it takes the segment's lock, so that these misses
- * overlap the lock's.
+ * The fingerprint bucket of a hash: mixes hash bits 16..47, which the
+ * fingerprint does not use and, below the top "depth" bits, vary among the
+ * entries of one segment.
+ */
+static inline int
+pmh_fpt_bucket(uint64 hash)
+{
+	uint32		x = (uint32) (hash >> 16) * 0x9E3779B1U;
+
+	return (int) (((uint64) x * PMH_FPT_BUCKETS) >> 32);
+}
+
+/* is fingerprint bucket b marked passed (see PmhFpBucket)? */
+static inline bool
+pmh_fpt_is_passed(const PmhSegMeta *meta, int b)
+{
+	return (meta->fpt_passed[b >> 3] >> (b & 7)) & 1;
+}
+
+/*
+ * Ways of a fingerprint bucket holding fingerprint fp, as a bit mask (the
+ * unused ways have slot 0; a match there is dropped by the caller, which
+ * looks at the slot anyway).  With SSE2: two compares of 8 fingerprints.
+ */
+static inline uint32
+pmh_fpt_match(const PmhFpBucket *bk, uint16 fp)
+{
+	return pmh_fp_candidates(bk->fp, 0xffff, fp);
+}
+
+/*
+ * Start loading the fingerprint bucket of hash in a segment's table, to be
+ * written: a relocation does this for all of its entries first, so that
+ * the 16 misses overlap instead of each stalling an insert.
  */
 static inline void
-pmh_meta_prefetch(const PmhSegMeta *meta)
+pmh_fpt_prefetch(const PmhSegMeta *meta, uint64 hash)
+{
+	pmh_prefetch_write(&meta->fpt[pmh_fpt_bucket(hash)]);
+}
+
+/*
+ * Start loading what a lookup of hash reads of a segment's metadata: its
+ * first cache line and the hash's fingerprint bucket.  A lookup calls this
+ * before it takes the segment's lock, so that these misses overlap the
+ * lock's and each other.
+ */
+static inline void
+pmh_meta_prefetch(const PmhSegMeta *meta, uint64 hash)
 {
 	pmh_prefetch(meta);
-	pmh_prefetch(&meta->npending);
+	pmh_prefetch(&meta->fpt[pmh_fpt_bucket(hash)]);
 }
 
 /* ---- the pool ---- */
@@ -535,6 +615,14 @@ extern int	pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count,
 
 /* ---- segments ---- */
 extern void pmh_meta_reset(PmhSegMeta *meta, uint64 word);
+extern int	pmh_find_slot(const PmhPool *pool, const PmhSegMeta *meta,
+						  uint32 segno, uint64 hash, uint64 tag);
+extern void pmh_fpt_add(PmhSegMeta *meta, uint64 hash, int slot);
+extern void pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot);
+extern void pmh_fpt_rebuild(const PmhPool *pool, PmhSegMeta *meta,
+							uint32 segno);
+extern bool pmh_fpt_verify(const PmhPool *pool, const PmhSegMeta *meta,
+						   uint32 segno, char *msg, size_t msglen);
 extern void pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 						  PmhSegMeta *meta);
 extern PmhInsertResult pmh_insert(PmhPool *pool, const PmhCallbacks *cb,

@@ -25,7 +25,7 @@
 PG_MODULE_MAGIC;
 
 char	   *pmhash_pool_dir = NULL;
-int			pmhash_shared_memory_mb = 64;
+int			pmhash_shared_memory_mb = 128;
 int			pmhash_max_indexes = 256;
 bool		pmhash_preloaded = false;
 
@@ -86,10 +86,10 @@ _PG_init(void)
 
 	DefineCustomIntVariable("pmhash.shared_memory",
 							"Shared memory for pmhash directories, fingerprints and locks.",
-							"About 1.25 kB per 1024 index slots plus 4 bytes per directory entry; "
+							"About 5 kB per 1024 index slots plus 4 bytes per directory entry; "
 							"see README.md for the sizing formula.",
 							&pmhash_shared_memory_mb,
-							64,
+							128,
 							1,
 							INT_MAX / 1024,
 							PGC_POSTMASTER,

@@ -87,7 +87,7 @@ typedef struct PmhashSegSlot
 } PmhashSegSlot;
 
 /*
- * Sixteen segments' slots, then their metadata (1.6 kB or more each):
+ * Sixteen segments' slots, then their metadata (5 kB each):
  * setting up the slots at a restart touches only the first page of a
  * chunk, and a segment's metadata is first written when it is loaded or
  * taken (fresh pages of shared memory cost a page fault each).
@@ -97,6 +97,14 @@ typedef struct PmhashSegChunk
 	PmhashSegSlot slot[PMHASH_CHUNK_SEGS];
 	PmhSegMeta	meta[PMHASH_CHUNK_SEGS];
 } PmhashSegChunk;
+
+/*
+ * A chunk is a large DSA allocation, which starts on a page: with the slots
+ * a whole number of cache lines, every metadata block, and so every
+ * fingerprint bucket, starts on a cache line.
+ */
+StaticAssertDecl(offsetof(PmhashSegChunk, meta) % PMH_CACHELINE_BYTES == 0,
+				 "segment metadata starts on a cache line");
 
 
 typedef enum PmhashState

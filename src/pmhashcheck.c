@@ -187,6 +187,7 @@ pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	const PmhEntry *e = pmh_seg_entries(pool, segno);
 	uint64		live = 0;
+	char		msg[160];
 	int			slot;
 
 	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
@@ -199,17 +200,14 @@ pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 			pmhash_problem(st, "segment %u slot %d: pool says %s, shared memory says %s",
 						   segno, slot, in_pool ? "live" : "free",
 						   in_meta ? "live" : "free");
-		if (!in_pool)
-			continue;
-		live++;
-		if (in_meta && meta->fp[slot] != pmh_meta_fp(e[slot].hash))
-			pmhash_problem(st, "segment %u slot %d: fingerprint %04x does not match hash %016llx",
-						   segno, slot, meta->fp[slot],
-						   (unsigned long long) e[slot].hash);
+		if (in_pool)
+			live++;
 	}
 	if (meta->nlive != live)
 		pmhash_problem(st, "segment %u: shared memory counts %u live entries, pool has %llu",
 					   segno, meta->nlive, (unsigned long long) live);
+	if (!pmh_fpt_verify(pool, meta, segno, msg, sizeof(msg)))
+		pmhash_problem(st, "%s", msg);
 	return live;
 }
 

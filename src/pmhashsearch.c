@@ -166,7 +166,7 @@ pmhash_collect(IndexScanDesc scan)
 		 * Start loading the metadata, so that its misses overlap the
 		 * lock's; the first use since a restart loads the segment.
 		 */
-		pmh_meta_prefetch(pmhash_seg_meta(&idx, segno));
+		pmh_meta_prefetch(pmhash_seg_meta(&idx, segno), so->hash);
 		if (!pmhash_lock_segment(&idx, segno, LW_SHARED))
 			continue;
 		meta = pmhash_seg_meta(&idx, segno);

@@ -167,12 +167,20 @@ pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 		 seg = pmhash_seg_meta(idx, seg)->ovf_next, k++)
 	{
 		PmhSegMeta *meta = pmhash_seg_meta(idx, seg);
+		bool		deleted = false;
 		int			b;
+
 
 		for (b = 0; b < PMH_SEG_BUCKETS && rc == 0; b++)
 			if (vs->dead[k * PMH_SEG_BUCKETS + b] != 0)
+			{
 				rc = pmh_delete_slots(pool, meta, seg, b,
 									  vs->dead[k * PMH_SEG_BUCKETS + b]);
+				deleted = true;
+			}
+		/* drop the passed marks that the deleted entries may have left */
+		if (deleted && meta->fpt_any_passed)
+			pmh_fpt_rebuild(pool, meta, seg);
 	}
 	if (rc != 0)
 	{

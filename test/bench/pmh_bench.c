@@ -457,7 +457,10 @@ table_create(uint64 entries)
 		die("formatting the pool: %m");
 	t->nseg = (uint32) pmh_pool_nsegments(&p);
 
-	t->meta = pg_malloc(sizeof(PmhSegMeta) * t->nseg);
+	/* on cache lines, as the server's chunks: a fingerprint bucket is one */
+	t->meta = aligned_alloc(PMH_CACHELINE_BYTES, sizeof(PmhSegMeta) * t->nseg);
+	if (t->meta == NULL)
+		die("out of memory for %u segments' metadata", t->nseg);
 	t->seglock = pg_malloc(sizeof(pthread_rwlock_t) * t->nseg);
 	t->freesegs = pg_malloc(sizeof(uint32) * t->nseg);
 	for (i = 0; i < t->nseg; i++)
@@ -969,28 +972,6 @@ op_insert_direct(Worker *w, uint64 k)
 }
 
 /*
- * Add the tags of a D-bucket copy's entries with this hash to tags[n ..]
- * (the probe experiments' side structures; op_lookup uses
- * pmh_pending_lookup)
- */
-static int
-lookup_pending(const PmhPending *pending, uint32 npending, uint64 hash,
-			   uint64 *tags, int n)
-{
-	uint32		i;
-
-	for (i = 0; i < npending; i++)
-	{
-		if (pending[i].hash != hash)
-			continue;
-		if (n < PMH_BUCKET_SLOTS)
-			tags[n] = pending[i].tag;
-		n++;
-	}
-	return n;
-}
-
-/*
  * The end of a lookup that found n entries: is "want" among them, and
  * count the pool reads.  Returns n.
  */
@@ -1032,7 +1013,7 @@ op_lookup(Worker *w, uint64 k, bool *found)
 	segno = t->dir[pmh_dir_index(hash, t->gd)];
 	m = &t->meta[segno];
 	/* the metadata's misses overlap the lock's (pmhash_search does this) */
-	pmh_meta_prefetch(m);
+	pmh_meta_prefetch(m, hash);
 	pthread_rwlock_rdlock(&t->seglock[segno]);
 	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
 	n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
@@ -1049,48 +1030,6 @@ op_lookup(Worker *w, uint64 k, bool *found)
 	return lookup_done(w, tags, n, want, found);
 }
 
-#ifndef __SSE2__
-/* 16 fingerprints of "width" bytes each that equal fp, one bit each */
-static inline uint32
-scalar_candidates(const void *fps, int width, uint32 fp)
-{
-	uint32		match = 0;
-	int			i;
-
-	for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-	{
-		uint32		v = width == 1 ? ((const uint8 *) fps)[i] : ((const uint16 *) fps)[i];
-
-		match |= (uint32) (v == fp) << i;
-	}
-	return match;
-}
-#endif
-
-/* the same with 8-bit fingerprints (the layout before 16-bit ones) */
-static inline uint32
-fp8_candidates(const uint8 *fps, uint32 occ, uint8 fp)
-{
-	uint32		match = 0;
-
-	if (occ == 0)
-		return 0;
-#ifdef __SSE2__
-	match = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi8(_mm_loadu_si128((const __m128i *) fps),
-													  _mm_set1_epi8((char) fp)));
-#else
-	match = scalar_candidates(fps, 1, fp);
-#endif
-	return match & occ;
-}
-
-/* the live slots of one bucket whose fingerprint matches */
-static inline uint32
-bucket_candidates(const PmhSegMeta *m, int b, uint16 fp)
-{
-	return pmh_fp_candidates(&m->fp[b * PMH_BUCKET_SLOTS], m->occ[b], fp);
-}
-
 /*
  * Delete key k's entry: find its slot by fingerprint in the segment or its
  * chain and clear it (pmh_delete_slots, one persisted 8-byte store), or
@@ -1103,7 +1042,6 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 	Table	   *t = w->t;
 	uint64		hash = key_hash(k);
 	uint64		want = key_tag(k);
-	uint16		fp = pmh_meta_fp(hash);
 	uint32		segno;
 	uint32		s;
 	bool		found = false;
@@ -1112,34 +1050,21 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 	idx_lock(w, false);
 	segno = t->dir[pmh_dir_index(hash, t->gd)];
 	pthread_rwlock_wrlock(&t->seglock[segno]);
+	w->cur_reads = 0;
 	for (s = segno; s != PMH_NO_SEGMENT && !found; s = t->meta[s].ovf_next)
 	{
 		PmhSegMeta *m = &t->meta[s];
-		const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-		int			b;
+		int			slot = pmh_find_slot(&w->pool, m, s, hash, want);
 
-		for (b = 0; b < PMH_SEG_BUCKETS && !found; b++)
+		if (slot >= 0)
 		{
-			uint32		cand = bucket_candidates(m, b, fp);
-
-			while (cand)
-			{
-				int			slot = pg_rightmost_one_pos32(cand);
-
-				cand &= cand - 1;
-				w->reads++;
-				if (e[b * PMH_BUCKET_SLOTS + slot].hash == hash &&
-					e[b * PMH_BUCKET_SLOTS + slot].tag == want)
-				{
-					if (pmh_delete_slots(&w->pool, m, s, b,
-										 (uint16) (1 << slot)) != 0)
-						die("pmh_delete_slots: %m");
-					found = true;
-					break;
-				}
-			}
+			if (pmh_delete_slots(&w->pool, m, s, slot / PMH_BUCKET_SLOTS,
+								 (uint16) (1 << (slot % PMH_BUCKET_SLOTS))) != 0)
+				die("pmh_delete_slots: %m");
+			found = true;
 		}
 	}
+	w->reads += w->cur_reads;
 	if (!found)
 	{
 		PmhSegMeta *m = &t->meta[segno];
@@ -1209,202 +1134,43 @@ typedef enum BenchOp
 	OP_EXP_BASE_POS,
 	OP_EXP_BASE_NEG,
 	OP_EXP_NOLOCK_POS,
-	OP_EXP_PREFETCH_POS,
-	OP_EXP_PREFETCH_NEG,
-	OP_EXP_FP8_POS,
-	OP_EXP_FP8_NEG,
-	OP_EXP_GROUP4_POS,
-	OP_EXP_GROUP4_NEG,
-	OP_EXP_G4FP8_POS,
-	OP_EXP_G4FP8_NEG,
-	OP_EXP_LINES4_NEG
+	OP_EXP_NOLOCK_NEG
 } BenchOp;
 
 static const char *const op_names[] = {
 	"insert", "insert-direct", "search+", "search-", "delete",
-	"search+ baseline", "search- baseline", "search+ no locks", "search+ prefetch",
-	"search- prefetch", "search+ fp8", "search- fp8",
-	"search+ 1/4 segment", "search- 1/4 segment",
-	"search+ 1/4 segment, fp8", "search- 1/4 segment, fp8",
-	"search- 4 of 64 lines"
+	"search+ baseline", "search- baseline", "search+ no locks",
+	"search- no locks"
 };
 
 #define OP_IS_EXPERIMENT(op) ((op) >= OP_EXP_BASE_POS)
 #define OP_IS_POSITIVE(op) ((op) == OP_SEARCH_POS || (op) == OP_EXP_BASE_POS || \
-	(op) == OP_EXP_NOLOCK_POS || (op) == OP_EXP_PREFETCH_POS || \
-	(op) == OP_EXP_FP8_POS || (op) == OP_EXP_GROUP4_POS || \
-	(op) == OP_EXP_G4FP8_POS)
+	(op) == OP_EXP_NOLOCK_POS)
 #define OP_IS_LOOKUP(op) ((op) == OP_SEARCH_POS || (op) == OP_SEARCH_NEG || \
 	OP_IS_EXPERIMENT(op))
 
 /* ---------------------------------------------------------------------
  * Probe experiments: alternative lookups on the same loaded table, to
- * measure ideas for the probe cost without changing src/.  Read-only: the
- * side structures are built after the load and are not maintained.
+ * measure ideas for the probe cost without changing src/.
  *
- *	no locks	pmh_lookup without the index and segment locks (what an
- *				optimistic, version-checked read as in ElimDA would save)
- *	prefetch	the same fingerprint scan, but all candidate slots are
- *				collected and prefetched before any is compared
- *	fp8			8-bit fingerprints (hash & 0xff), as src/ had before the
- *				16-bit ones: one byte less of shared memory per slot, for
- *				comparison
- *	1/4 segment	as if an entry's line were chosen among 16 of the 64 by two
- *				hash bits (a D-bucket per quarter segment): the scan covers
- *				256 slots.  Simulated: the quarter's fingerprints are those
- *				of the live entries whose hash picks it, wherever they are;
- *				the pool reads are the same entries
- *	1/4 segment, fp8  both
- *	4 of 64 lines	absent keys only: compare the fingerprints of the
- *				segment's first 4 lines (64 slots) instead of all 64 lines
- *				(1024).  Not a lookup a design could use as it stands (it
- *				would miss present keys), but its answers for absent keys
- *				are right, and it measures what a lookup would cost if a
- *				layout let it compare 64 fingerprints (128 B) instead of
- *				1024 (2 kB): the share of the fingerprint compare
+ *	no locks	pmh_lookup without the index and segment locks: what an
+ *				optimistic, version-checked read (OP-HMEH, ElimDA) would
+ *				save, and whether successive lookups then overlap their
+ *				cache misses
+ *
+ * (Earlier experiments here weighed 8-bit fingerprints, a line group per
+ * quarter segment and a 64-fingerprint compare against the scan of all
+ * 1024 fingerprints; the hash-organised fingerprint table of src/ came out
+ * of them.  Their numbers are in the results of 2026-11-23.)
  * ---------------------------------------------------------------------
  */
 
-/*
- * The fingerprints an experiment keeps besides PmhSegMeta, for segments
- * 0 .. nseg-1, each segment's (quarter's) in one block, as a real design
- * would keep them in the segment's metadata: a lookup touches one block
- * where the baseline touches PmhSegMeta's occupancy and fingerprints.  A
- * simulated quarter has room for QCAP entries (a real one would hold 256
- * and split when full; QCAP only keeps this simulation from losing entries
- * of a quarter that happens to have more).
- */
-#define QCAP 512
-
-typedef struct SideSeg8
-{
-	uint16		occ[PMH_SEG_BUCKETS];	/* a copy of PmhSegMeta.occ */
-	uint8		fp8[PMH_SEG_SLOTS];
-	uint32		npending;		/* a copy of the D-bucket */
-	PmhPending	pending[PMH_DBUCKET_SLOTS];
-} SideSeg8;
-
-typedef struct SideQuarter
-{
-	uint16		n;				/* entries */
-	uint8		fp[QCAP];
-	uint16		fp16[QCAP];
-	uint16		slot[QCAP];		/* where each entry is in the segment */
-	uint32		npending;		/* its share of the D-bucket */
-	PmhPending	pending[PMH_DBUCKET_SLOTS];
-} SideQuarter;
-
-typedef struct ProbeSide
-{
-	uint32		nseg;
-	SideSeg8   *seg8;			/* nseg */
-	SideQuarter *quarter;		/* nseg * 4 */
-	uint64		q_over;			/* quarters holding more than 256 */
-} ProbeSide;
-
-static ProbeSide probe_side;
-
 #define EXP_ROUNDS 3
-static uint64 exp_quarters_over;	/* for the report */
-static uint64 exp_quarters;
 
 /*
- * the quarter of a segment an entry would live in: hash bits 16 and 17,
- * outside the 16-bit fingerprint
- */
-static inline int
-hash_quarter(uint64 hash)
-{
-	return (int) ((hash >> 16) & 3);
-}
-
-/* build the experiments' fingerprints from the loaded table (not timed) */
-static void
-probe_side_build(const Table *t)
-{
-	PmhPool		p;
-	uint32		nseg = 0;
-	uint32		s;
-
-	memset(&p, 0, sizeof(p));
-	p.base = t->base;
-	p.mapped_len = t->mapped_len;
-	for (s = 0; s < t->nseg; s++)
-		if (pmh_segword_is_valid(t->meta[s].word))
-			nseg = s + 1;
-	probe_side.nseg = nseg;
-	probe_side.q_over = 0;
-	probe_side.seg8 = pg_malloc0(sizeof(SideSeg8) * nseg);
-	probe_side.quarter = pg_malloc0(sizeof(SideQuarter) * nseg * 4);
-	for (s = 0; s < nseg; s++)
-	{
-		const PmhSegMeta *m = &t->meta[s];
-		const PmhEntry *e;
-		int			b;
-
-		if (!pmh_segword_is_valid(m->word) || pmh_segword_is_log(m->word))
-			continue;
-		e = pmh_seg_entries(&p, s);
-		memcpy(probe_side.seg8[s].occ, m->occ, sizeof(m->occ));
-		for (b = 0; b < (int) m->npending; b++)
-		{
-			SideQuarter *sq = &probe_side.quarter[(size_t) s * 4 + hash_quarter(m->pending[b].hash)];
-			SideSeg8   *ss = &probe_side.seg8[s];
-
-			ss->pending[ss->npending++] = m->pending[b];
-			sq->pending[sq->npending++] = m->pending[b];
-		}
-		for (b = 0; b < PMH_SEG_BUCKETS; b++)
-		{
-			uint32		occ = m->occ[b];
-
-			while (occ)
-			{
-				int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(occ);
-				uint64		h = e[slot].hash;
-				SideQuarter *sq = &probe_side.quarter[(size_t) s * 4 + hash_quarter(h)];
-
-				occ &= occ - 1;
-				probe_side.seg8[s].fp8[slot] = pmh_fingerprint(h);
-				if (sq->n == QCAP)
-					die("simulated quarter segment with more than %d entries", QCAP);
-				sq->fp[sq->n] = pmh_fingerprint(h);
-				sq->fp16[sq->n] = pmh_meta_fp(h);
-				sq->slot[sq->n] = (uint16) slot;
-				sq->n++;
-			}
-		}
-		for (b = 0; b < 4; b++)
-			probe_side.q_over += probe_side.quarter[(size_t) s * 4 + b].n > PMH_SEG_SLOTS / 4;
-	}
-}
-
-/* free the experiments' fingerprints */
-static void
-probe_side_free(void)
-{
-	free(probe_side.seg8);
-	free(probe_side.quarter);
-	memset(&probe_side, 0, sizeof(probe_side));
-}
-
-/* compare one read slot; collect its tag if the hash matches */
-static inline void
-exp_check(Worker *w, const PmhEntry *e, uint64 hash, uint64 *tags, int *n)
-{
-	w->cur_reads++;
-	if (e->hash == hash)
-	{
-		if (*n < PMH_BUCKET_SLOTS)
-			tags[*n] = e->tag;
-		(*n)++;
-	}
-}
-
-/*
- * One experimental lookup of key k (segment chain only: the loaded table's
- * D-buckets are checked as usual).  Returns the number of entries with the
- * hash; *found tells whether one is the key's.
+ * One experimental lookup of key k: the segment chain and the D-bucket.
+ * Returns the number of entries with the hash; *found tells whether one is
+ * the key's.
  */
 static int
 probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
@@ -1413,153 +1179,21 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 	uint64		hash = key_hash(k);
 	uint64		want = key_tag(k);
 	uint64		tags[PMH_BUCKET_SLOTS];
-	bool		locks = op != OP_EXP_NOLOCK_POS;
+	bool		locks = op == OP_EXP_BASE_POS || op == OP_EXP_BASE_NEG;
 	uint32		segno;
-	uint32		s;
 	PmhSegMeta *m;
-	int			n = 0;
-	int			i;
+	int			n;
 
 	w->cur_reads = 0;
 	if (locks)
 		idx_lock(w, false);
 	segno = t->dir[pmh_dir_index(hash, t->gd)];
 	m = &t->meta[segno];
+	pmh_meta_prefetch(m, hash);
 	if (locks)
 		pthread_rwlock_rdlock(&t->seglock[segno]);
-	switch (op)
-	{
-		case OP_EXP_BASE_POS:
-		case OP_EXP_BASE_NEG:
-		case OP_EXP_NOLOCK_POS:
-			n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-			break;
-		case OP_EXP_PREFETCH_POS:
-		case OP_EXP_PREFETCH_NEG:
-			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
-			{
-				const PmhSegMeta *sm = &t->meta[s];
-				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				uint16		cand[PMH_SEG_SLOTS];
-				int			nc = 0;
-				int			b;
-
-				for (b = 0; b < PMH_SEG_BUCKETS; b++)
-				{
-					uint32		c = bucket_candidates(sm, b, pmh_meta_fp(hash));
-
-					while (c)
-					{
-						int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
-
-						c &= c - 1;
-						__builtin_prefetch(&e[slot]);
-						cand[nc++] = (uint16) slot;
-					}
-				}
-				for (i = 0; i < nc; i++)
-					exp_check(w, &e[cand[i]], hash, tags, &n);
-			}
-			break;
-		case OP_EXP_LINES4_NEG:
-			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
-			{
-				const PmhSegMeta *sm = &t->meta[s];
-				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				int			b;
-
-				for (b = 0; b < 4; b++)
-				{
-					uint32		c = bucket_candidates(sm, b, pmh_meta_fp(hash));
-
-					while (c)
-					{
-						exp_check(w, &e[b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c)],
-								  hash, tags, &n);
-						c &= c - 1;
-					}
-				}
-			}
-			break;
-		case OP_EXP_FP8_POS:
-		case OP_EXP_FP8_NEG:
-			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
-			{
-				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				const SideSeg8 *ss = &probe_side.seg8[s];
-				int			b;
-
-				for (b = 0; b < PMH_SEG_BUCKETS; b++)
-				{
-					uint32		c = fp8_candidates(&ss->fp8[b * PMH_BUCKET_SLOTS],
-												   ss->occ[b],
-												   pmh_fingerprint(hash));
-
-					while (c)
-					{
-						int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(c);
-
-						c &= c - 1;
-						exp_check(w, &e[slot], hash, tags, &n);
-					}
-				}
-			}
-			break;
-		case OP_EXP_GROUP4_POS:
-		case OP_EXP_GROUP4_NEG:
-		case OP_EXP_G4FP8_POS:
-		case OP_EXP_G4FP8_NEG:
-			for (s = segno; s != PMH_NO_SEGMENT; s = t->meta[s].ovf_next)
-			{
-				const PmhEntry *e = pmh_seg_entries(&w->pool, s);
-				bool		wide = op == OP_EXP_GROUP4_POS || op == OP_EXP_GROUP4_NEG;
-				const SideQuarter *sq = &probe_side.quarter[(size_t) s * 4 + hash_quarter(hash)];
-				int			b;
-
-				for (b = 0; b * PMH_BUCKET_SLOTS < sq->n; b++)
-				{
-					int			left = sq->n - b * PMH_BUCKET_SLOTS;
-					uint32		occ = left >= PMH_BUCKET_SLOTS ? 0xffff : (1u << left) - 1;
-					int			at = b * PMH_BUCKET_SLOTS;
-					uint32		c;
-
-					c = wide ?
-						pmh_fp_candidates(&sq->fp16[at], occ, pmh_meta_fp(hash)) :
-						fp8_candidates(&sq->fp[at], occ, pmh_fingerprint(hash));
-					while (c)
-					{
-						int			qs = at + pg_rightmost_one_pos32(c);
-
-						c &= c - 1;
-						exp_check(w, &e[sq->slot[qs]], hash, tags, &n);
-					}
-				}
-			}
-			break;
-		default:
-			die("not an experiment: %d", (int) op);
-	}
-	switch (op)
-	{
-		case OP_EXP_FP8_POS:
-		case OP_EXP_FP8_NEG:
-			n = lookup_pending(probe_side.seg8[segno].pending,
-							 probe_side.seg8[segno].npending, hash, tags, n);
-			break;
-		case OP_EXP_GROUP4_POS:
-		case OP_EXP_GROUP4_NEG:
-		case OP_EXP_G4FP8_POS:
-		case OP_EXP_G4FP8_NEG:
-			{
-				const SideQuarter *sq = &probe_side.quarter[(size_t) segno * 4 + hash_quarter(hash)];
-
-				n = lookup_pending(sq->pending, sq->npending, hash, tags, n);
-			}
-			break;
-		default:
-			n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
-			break;
-	}
+	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
+	n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
 	if (locks)
 	{
 		pthread_rwlock_unlock(&t->seglock[segno]);
@@ -1879,21 +1513,16 @@ note_shape(const Table *t, uint64 entries)
 static void
 run_experiments(Table *t, Worker *workers)
 {
-	static const BenchOp pos[] = {OP_EXP_BASE_POS, OP_EXP_NOLOCK_POS,
-	OP_EXP_PREFETCH_POS, OP_EXP_FP8_POS, OP_EXP_GROUP4_POS, OP_EXP_G4FP8_POS};
-	static const BenchOp neg[] = {OP_EXP_BASE_NEG, OP_EXP_PREFETCH_NEG,
-	OP_EXP_FP8_NEG, OP_EXP_GROUP4_NEG, OP_EXP_G4FP8_NEG, OP_EXP_LINES4_NEG};
+	static const BenchOp pos[] = {OP_EXP_BASE_POS, OP_EXP_NOLOCK_POS};
+	static const BenchOp neg[] = {OP_EXP_BASE_NEG, OP_EXP_NOLOCK_NEG};
 	uint32	   *ps = make_stream(opt.ops, 0, opt.entries, false, opt.seed + 41);
 	uint32	   *ns = make_stream(opt.ops, opt.entries, opt.entries, false, opt.seed + 42);
-	double		t0 = now_seconds();
 	int			i;
-
 	Result	   *first[lengthof(pos) + lengthof(neg)];
 	int			round;
 
-	probe_side_build(t);
-	fprintf(stderr, "  probe experiments (1 thread, uniform, best of %d rounds); side fingerprints built in %.3f s\n",
-			EXP_ROUNDS, now_seconds() - t0);
+	fprintf(stderr, "  probe experiments (1 thread, uniform, best of %d rounds)\n",
+			EXP_ROUNDS);
 	/* interleaved rounds, the best of each kept: the machine's load drifts */
 	for (round = 0; round < EXP_ROUNDS; round++)
 	{
@@ -1914,9 +1543,6 @@ run_experiments(Table *t, Worker *workers)
 			}
 		}
 	}
-	exp_quarters_over = probe_side.q_over;
-	exp_quarters = (uint64) t->primaries * 4;
-	probe_side_free();
 	free(ps);
 	free(ns);
 }
@@ -2100,44 +1726,21 @@ report_experiments(void)
 		return;
 	printf("\nProbe experiments (1 thread, uniform keys, on the table loaded above, best of %d interleaved rounds; lookups that src/ does not have, measured to weigh ideas for the probe cost; the baseline is pmh_lookup as in src/, run again here):\n\n",
 		   EXP_ROUNDS);
-	printf("| lookup | Mops/s | Mops / CPU-s | CPU time vs baseline | pool reads / lookup | lookups reading PMem | shared memory per slot |\n");
-	printf("| --- | --- | --- | --- | --- | --- | --- |\n");
+	printf("| lookup | Mops/s | Mops / CPU-s | CPU time vs baseline | pool reads / lookup | lookups reading PMem |\n");
+	printf("| --- | --- | --- | --- | --- | --- |\n");
 	for (i = 0; i < nresults; i++)
 	{
 		const Result *r = &results[i];
 		const Result *b;
-		const char *mem;
 
 		if (!OP_IS_EXPERIMENT(r->op))
 			continue;
 		b = OP_IS_POSITIVE(r->op) ? bpos : bneg;
-		switch (r->op)
-		{
-			case OP_EXP_FP8_POS:
-			case OP_EXP_FP8_NEG:
-				mem = "-1 B (8-bit fingerprint, as before)";
-				break;
-			case OP_EXP_G4FP8_POS:
-			case OP_EXP_G4FP8_NEG:
-				mem = "-0.9 B";
-				break;
-			case OP_EXP_GROUP4_POS:
-			case OP_EXP_GROUP4_NEG:
-				mem = "+0.1 B (3 more D-buckets per segment)";
-				break;
-			default:
-				mem = "same";
-				break;
-		}
-		printf("| %s | %.2f | %.2f | %s | %.2f | %.1f %% | %s |\n",
+		printf("| %s | %.2f | %.2f | %s | %.2f | %.1f %% |\n",
 			   op_names[r->op], r->mops, r->mops_cpu,
 			   b && r->mops_cpu > 0 ? psprintf_ratio(b->mops_cpu / r->mops_cpu) : "",
-			   r->reads_per_op, 100.0 * r->frac_reading, mem);
+			   r->reads_per_op, 100.0 * r->frac_reading);
 	}
-	if (exp_quarters > 0)
-		printf("\n(1/4 segment: %llu of %llu simulated quarters hold more than 256 entries; a real design would have split them.)\n",
-			   (unsigned long long) exp_quarters_over,
-			   (unsigned long long) exp_quarters);
 }
 
 /* print the markdown report, and the TSV file if asked */

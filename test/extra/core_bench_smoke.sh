@@ -51,7 +51,7 @@ awk -F'\t' '
 		if ($2 == "delete" && ($12 <= 0 || $12 > $4)) { print "FAIL: " key ": " $12 " of " $4 " deletes hit"; bad = 1 }
 	}
 	END {
-		if (rows != 28) { print "FAIL: " rows " measurements, expected 28"; bad = 1 }
+		if (rows != 20) { print "FAIL: " rows " measurements, expected 20"; bad = 1 }
 		exit bad
 	}' "$SCRATCH/core.tsv" || fail=1
 

@@ -917,12 +917,13 @@ fz_check_entries(const FzPool *fp, uint32 s, uint64 owner_word, const char *what
 				  what, s, slot, (int) occ, (unsigned long long) e[slot].hash,
 				  (unsigned long long) e[slot].tag, live ? "live" : "dead");
 		if (occ)
-		{
-			FZ_ASSERT(m->fp[slot] == (uint16) (e[slot].hash & 0xffff),
-					  "%s: segment %u slot %d: fingerprint %04x, hash %016llx",
-					  what, s, slot, m->fp[slot], (unsigned long long) e[slot].hash);
 			pop++;
-		}
+	}
+	{
+		char		msg[160];
+
+		FZ_ASSERT(pmh_fpt_verify(&fp->pool, m, s, msg, sizeof(msg)),
+				  "%s: %s", what, msg);
 	}
 	FZ_ASSERT(pop == m->nlive, "%s: segment %u: nlive %u, %u occupancy bits",
 			  what, s, m->nlive, pop);

@@ -660,10 +660,12 @@ check_slots(TPool *tp, uint32 segno, uint64 owner_word, const char *what)
 					"%s: segment %u slot %d is live in the metadata, not in the pool",
 					what, segno, slot))
 			continue;
-		CHECKF(m->fp[slot] == (uint16) (e[slot].hash & 0xffff),
-			   "%s: segment %u slot %d: fingerprint %04x, hash %016llx",
-			   what, segno, slot, m->fp[slot],
-			   (unsigned long long) e[slot].hash);
+	}
+	{
+		char		msg[160];
+
+		CHECKF(pmh_fpt_verify(&tp->pool, m, segno, msg, sizeof(msg)),
+			   "%s: %s", what, msg);
 	}
 }
 
@@ -1059,6 +1061,30 @@ pending_equal(const PmhPending *a, const PmhPending *b)
 	return a->hash == b->hash && a->tag == b->tag && a->logslot == b->logslot;
 }
 
+/*
+ * Is slot "slot" in a fingerprint bucket that a lookup of hash looks at,
+ * with the hash's low 16 bits as its fingerprint?
+ */
+static bool
+fpt_holds(const PmhSegMeta *m, uint64 hash, int slot)
+{
+	uint16		fp = (uint16) (hash & 0xffff);
+	int			b = pmh_fpt_bucket(hash);
+	int			n;
+	int			w;
+
+	for (n = 0; n < PMH_FPT_BUCKETS; n++)
+	{
+		for (w = 0; w < PMH_FPT_WAYS; w++)
+			if (m->fpt[b].slot[w] == slot + 1 && m->fpt[b].fp[w] == fp)
+				return true;
+		if (!pmh_fpt_is_passed(m, b))
+			break;
+		b = (b + 1) % PMH_FPT_BUCKETS;
+	}
+	return false;
+}
+
 /* does slot k of bucket b of segment s hold exactly this entry? */
 bool
 slot_holds(const TPool *tp, uint32 s, int b, int k, const PmhPending *p)
@@ -1067,7 +1093,7 @@ slot_holds(const TPool *tp, uint32 s, int b, int k, const PmhPending *p)
 
 	return e->hash == p->hash && e->tag == p->tag &&
 		(tp->meta[s].occ[b] & (1 << k)) != 0 &&
-		tp->meta[s].fp[b * PMH_BUCKET_SLOTS + k] == (uint16) (p->hash & 0xffff);
+		fpt_holds(&tp->meta[s], p->hash, b * PMH_BUCKET_SLOTS + k);
 }
 
 /* the slots in "mask" of bucket b of segment s hold ents[0 ..], in slot order */
