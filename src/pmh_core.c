@@ -648,7 +648,8 @@ pmh_fpt_rebuild(const PmhPool *pool, PmhSegMeta *meta, uint32 segno)
 /*
  * Check a segment's fingerprint table against its live slots (occ) and the
  * pool: every live slot is in a bucket a lookup of its hash reads, exactly
- * once, with its fingerprint, and no way names a free slot.  Returns true if so; else false, with the first problem in msg.
+ * once, with its fingerprint, and no way names a free slot.  Returns true
+ * if so; else false, with the first problem in msg.
  */
 bool
 pmh_fpt_verify(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
