@@ -546,7 +546,7 @@ pmh_fpt_free_ways(const PmhFpBucket *bk)
  * The buckets a lookup of hash reads, in order, into seq: its own, then the
  * next one as long as the one before is marked passed.  Returns how many.
  */
-static int
+int
 pmh_fpt_sequence(const PmhSegMeta *meta, uint64 hash, int *seq)
 {
 	int			b = pmh_fpt_bucket(hash);

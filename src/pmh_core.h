@@ -617,6 +617,7 @@ extern int	pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count,
 extern void pmh_meta_reset(PmhSegMeta *meta, uint64 word);
 extern int	pmh_find_slot(const PmhPool *pool, const PmhSegMeta *meta,
 						  uint32 segno, uint64 hash, uint64 tag);
+extern int	pmh_fpt_sequence(const PmhSegMeta *meta, uint64 hash, int *seq);
 extern void pmh_fpt_add(PmhSegMeta *meta, uint64 hash, int slot);
 extern void pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot);
 extern void pmh_fpt_rebuild(const PmhPool *pool, PmhSegMeta *meta,

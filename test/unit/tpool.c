@@ -1069,19 +1069,15 @@ static bool
 fpt_holds(const PmhSegMeta *m, uint64 hash, int slot)
 {
 	uint16		fp = (uint16) (hash & 0xffff);
-	int			b = pmh_fpt_bucket(hash);
-	int			n;
+	int			seq[PMH_FPT_BUCKETS];
+	int			nseq = pmh_fpt_sequence(m, hash, seq);
+	int			i;
 	int			w;
 
-	for (n = 0; n < PMH_FPT_BUCKETS; n++)
-	{
+	for (i = 0; i < nseq; i++)
 		for (w = 0; w < PMH_FPT_WAYS; w++)
-			if (m->fpt[b].slot[w] == slot + 1 && m->fpt[b].fp[w] == fp)
+			if (m->fpt[seq[i]].slot[w] == slot + 1 && m->fpt[seq[i]].fp[w] == fp)
 				return true;
-		if (!pmh_fpt_is_passed(m, b))
-			break;
-		b = (b + 1) % PMH_FPT_BUCKETS;
-	}
 	return false;
 }
 
