@@ -1048,6 +1048,27 @@ test_sees_missing_flush(void)
 }
 
 /*
+ * Run the workload with one of the VACUUM mutations (unflushed_reuse or
+ * uncleared_release) and require deleted entries to come back: the
+ * failures the simulator reports on the way are the point, not counted.
+ */
+static void
+expect_deleted_back(const char *mutation, bool unflushed_reuse,
+					bool uncleared_release, const char *complaint)
+{
+	uint64		back = 0;
+
+	printf("# mutation: %s; the next failure messages are expected\n",
+		   mutation);
+	(void) run_workload(g_ops, false, unflushed_reuse, uncleared_release,
+						&back);
+	printf("# mutation: %llu deleted entries came back\n",
+		   (unsigned long long) back);
+	unit_test_failures = 0;
+	CHECKF(back > 0, "%s", complaint);
+}
+
+/*
  * A line taken for reuse is zeroed in the mapping only; its old entries
  * stay on the media.  If VACUUM judged such a line by the mapping (no tag:
  * nothing to clear), it would delete entries whose copies a crash brings
@@ -1057,15 +1078,9 @@ test_sees_missing_flush(void)
 static void
 test_sees_unflushed_reuse(void)
 {
-	uint64		back = 0;
-
-	printf("# mutation: VACUUM does not flush lines zeroed for reuse; "
-		   "the next failure messages are expected\n");
-	(void) run_workload(g_ops, false, true, false, &back);
-	printf("# mutation: %llu deleted entries came back\n",
-		   (unsigned long long) back);
-	unit_test_failures = 0;
-	CHECKF(back > 0, "the simulator did not notice unflushed zeros of reused lines");
+	expect_deleted_back("VACUUM does not flush lines zeroed for reuse",
+						true, false,
+						"the simulator did not notice unflushed zeros of reused lines");
 }
 
 /*
@@ -1077,16 +1092,9 @@ test_sees_unflushed_reuse(void)
 static void
 test_sees_uncleared_release(void)
 {
-	uint64		back = 0;
-
-	printf("# mutation: relocations during VACUUM keep their released log "
-		   "copies; the next failure messages are expected\n");
-	(void) run_workload(g_ops, false, false, true, &back);
-	printf("# mutation: %llu deleted entries came back\n",
-		   (unsigned long long) back);
-	unit_test_failures = 0;
-	CHECKF(back > 0, "the simulator did not notice released copies left "
-		   "in the log during VACUUM");
+	expect_deleted_back("relocations during VACUUM keep their released log copies",
+						false, true,
+						"the simulator did not notice released copies left in the log during VACUUM");
 }
 
 int
