@@ -83,6 +83,86 @@ SELECT id, k FROM sc WHERE t = 'row 4242';
 SELECT count(*) FROM sc WHERE t = 'no such row';
 RESET ALL;
 
+-- "col = ANY (array)": the index takes the whole array in one scan
+-- (amsearcharray) and looks its elements up in batches; answers equal a
+-- sequential scan's whatever the array holds
+CREATE FUNCTION sc_compare_any(probe int8[]) RETURNS text LANGUAGE plpgsql AS $$
+DECLARE
+	via_index bigint[];
+	via_bitmap bigint[];
+	via_seq bigint[];
+	dups bigint;
+BEGIN
+	SET LOCAL enable_seqscan = off;
+	SET LOCAL enable_bitmapscan = off;
+	SET LOCAL enable_indexscan = on;
+	SELECT array_agg(id ORDER BY id) INTO via_index FROM sc WHERE k = ANY (probe);
+	SELECT count(*) - count(DISTINCT ctid) INTO dups FROM sc WHERE k = ANY (probe);
+	SET LOCAL enable_indexscan = off;
+	SET LOCAL enable_bitmapscan = on;
+	SELECT array_agg(id ORDER BY id) INTO via_bitmap FROM sc WHERE k = ANY (probe);
+	SET LOCAL enable_bitmapscan = off;
+	SET LOCAL enable_seqscan = on;
+	SELECT array_agg(id ORDER BY id) INTO via_seq FROM sc WHERE k = ANY (probe);
+	IF via_index IS DISTINCT FROM via_seq OR via_bitmap IS DISTINCT FROM via_seq
+		OR dups <> 0 THEN
+		RETURN format('MISMATCH: index %s bitmap %s seq %s, %s returned twice',
+					  cardinality(via_index), cardinality(via_bitmap),
+					  cardinality(via_seq), dups);
+	END IF;
+	RETURN format('%s keys: %s rows', coalesce(cardinality(probe)::text, 'NULL'),
+				  coalesce(cardinality(via_seq), 0));
+END $$;
+
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+EXPLAIN (COSTS OFF) SELECT * FROM sc WHERE k = ANY ('{1,2,3}');
+RESET ALL;
+SET enable_seqscan = off; SET enable_indexscan = off;
+EXPLAIN (COSTS OFF) SELECT * FROM sc WHERE k = ANY ('{1,2,3}');
+RESET ALL;
+SELECT sc_compare_any(ARRAY[1, 2, 3]);
+-- repeated elements, a hot key (over 2000 rows), NULL elements, absent keys
+SELECT sc_compare_any(ARRAY[7, 7, 42, NULL, -1, 7, 123456789]);
+-- nothing to look for
+SELECT sc_compare_any(ARRAY[]::int8[]);
+SELECT sc_compare_any(ARRAY[NULL, NULL]::int8[]);
+SELECT sc_compare_any(NULL);
+-- many batches: 1734 keys, most present, some absent
+SELECT sc_compare_any(ARRAY(SELECT g FROM generate_series(-100, 5100, 3) g));
+-- a two-dimensional array is just its elements
+SELECT sc_compare_any('{{1,2},{3,7}}');
+
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+-- an array of another type of the operator family
+EXPLAIN (COSTS OFF) SELECT count(*) FROM sc WHERE k = ANY (ARRAY[42, 43]::int4[]);
+SELECT count(*) FROM sc WHERE k = ANY (ARRAY[42, 43]::int4[]);
+SELECT count(*) FROM sc WHERE k = ANY (ARRAY[42, 43]::int2[]);
+-- with other keys: only what every key allows
+SELECT count(*) FROM sc WHERE k = 42 AND k = ANY ('{41,42}');
+SELECT count(*) FROM sc WHERE k = 42 AND k = ANY ('{41,43}');
+SELECT count(*) FROM sc WHERE k = ANY ('{1,2,3}') AND k = ANY ('{3,4}');
+SELECT count(*) FROM sc WHERE k = ANY ('{1,2,3}') AND k = ANY ('{}');
+-- text keys
+SELECT id, k FROM sc WHERE t = ANY (ARRAY['row 4242', 'row 17', 'no such row'])
+	ORDER BY id;
+-- a new array on every rescan of a nested loop
+SET enable_hashjoin = off; SET enable_mergejoin = off;
+SET enable_material = off; SET enable_memoize = off;
+EXPLAIN (COSTS OFF)
+	SELECT v.n, count(sc.id) FROM (VALUES (1, '{1,2}'::int8[]), (2, '{3}'),
+		(3, '{}'), (4, NULL), (5, '{7,7}')) v(n, p)
+	LEFT JOIN sc ON sc.k = ANY (v.p) GROUP BY v.n ORDER BY v.n;
+SELECT v.n, count(sc.id) FROM (VALUES (1, '{1,2}'::int8[]), (2, '{3}'),
+		(3, '{}'), (4, NULL), (5, '{7,7}')) v(n, p)
+	LEFT JOIN sc ON sc.k = ANY (v.p) GROUP BY v.n ORDER BY v.n;
+-- a transaction's own inserts, not flushed yet, are found too
+BEGIN;
+INSERT INTO sc (k, t) VALUES (-5, 'mine'), (-6, 'mine too');
+SELECT t FROM sc WHERE k = ANY ('{-6,-5,-4}') ORDER BY t;
+ROLLBACK;
+SELECT count(*) FROM sc WHERE k = ANY ('{-6,-5,-4}');
+RESET ALL;
+
 -- a transaction sees its own inserts; an aborted insert leaves nothing
 BEGIN;
 INSERT INTO sc (k, t) VALUES (-5, 'mine');
@@ -105,3 +185,4 @@ SELECT entries, global_depth > 0 AS grew, segments > 1 AS split
 
 DROP TABLE sc;
 DROP FUNCTION sc_compare(int8);
+DROP FUNCTION sc_compare_any(int8[]);

@@ -22,6 +22,8 @@
 #include "postgres.h"
 #endif
 
+#include "port/pg_bitutils.h"
+
 #ifdef __SSE2__
 #include <emmintrin.h>
 #endif
@@ -568,6 +570,42 @@ static inline PmhEntry *
 pmh_seg_entries(const PmhPool *pool, uint32 segno)
 {
 	return (PmhEntry *) ((char *) pmh_seg_header(pool, segno) + PMH_LINE_BYTES);
+}
+
+/*
+ * Keys a batched lookup (a scan of "= ANY (array)") works on together:
+ * enough for their cache misses to overlap, few enough for their lines to
+ * stay in cache until used.
+ */
+#define PMH_LOOKUP_BATCH		16
+
+/*
+ * Start loading the entries that a lookup of hash in segment segno will
+ * compare: those whose fingerprint matches in the hash's own fingerprint
+ * bucket.  Batched lookups call this after pmh_meta_prefetch and before the
+ * locked lookup (pmh_lookup), so that the entry misses of several lookups
+ * overlap.  It reads the bucket without the segment's lock: what it reads
+ * may be changing, but it only chooses lines to prefetch (a slot number
+ * out of range is skipped), and the lookup reads everything again under
+ * the lock.
+ */
+static inline void
+pmh_lookup_prefetch(const PmhPool *pool, const PmhSegMeta *meta,
+					uint32 segno, uint64 hash)
+{
+	const PmhFpBucket *bk = &meta->fpt[pmh_fpt_bucket(hash)];
+	const PmhEntry *entries = pmh_seg_entries(pool, segno);
+	uint32		c = pmh_fpt_match(bk, pmh_meta_fp(hash));
+
+	while (c)
+	{
+		int			w = pg_rightmost_one_pos32(c);
+		uint32		slot = (uint32) bk->slot[w] - 1;
+
+		c &= c - 1;
+		if (slot < PMH_SEG_SLOTS)
+			pmh_prefetch(&entries[slot]);
+	}
 }
 
 /* the extension number of a log segment's word */

@@ -12,6 +12,11 @@
  * left the same entry twice, and every result is rechecked by the executor
  * (entries hold hashes, not keys).
  *
+ * A key "col = ANY (array)" (amsearcharray) is hashed element by element;
+ * the distinct hashes are looked up PMH_LOOKUP_BATCH at a time, each batch
+ * first starting to load every lookup's lines and only then reading them
+ * (pmhash_collect_batch), so that the cache misses of the batch overlap.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -22,7 +27,9 @@
 #include "nodes/tidbitmap.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
+#include "utils/array.h"
 #include "utils/lsyscache.h"
+#include "utils/memutils.h"
 #include "utils/rel.h"
 
 #include "pmhash.h"
@@ -31,8 +38,13 @@ typedef struct PmhashScanOpaqueData
 {
 	bool		valid;			/* have the TIDs been collected? */
 	bool		empty;			/* the keys cannot match anything */
-	uint64		hash;
-	ItemPointerData *tids;
+	uint64	   *hashes;			/* distinct hashes to look up, sorted */
+	int			nhashes;
+	uint64		hash1;			/* storage of a single scalar key's hash */
+	MemoryContext keycxt;		/* array keys' hashes; reset by rescan */
+	bool		keycxt_used;
+	uint64	   *tags;			/* tag words found, room for cap */
+	ItemPointerData *tids;		/* the TIDs to return, room for cap */
 	int			ntids;
 	int			next;
 	int			cap;
@@ -50,50 +62,129 @@ pmhashbeginscan(Relation rel, int nkeys, int norderbys)
 
 	so->cap = 64;
 	so->heap_nblocks = 0;		/* read on first need */
+	so->tags = palloc(sizeof(uint64) * so->cap);
 	so->tids = palloc(sizeof(ItemPointerData) * so->cap);
+	so->keycxt = AllocSetContextCreate(CurrentMemoryContext,
+									   "pmhash scan keys",
+									   ALLOCSET_SMALL_SIZES);
 	scan->opaque = so;
 	return scan;
 }
 
 /*
- * The 64-bit hash of a scan key's argument.  A key whose type differs from
- * the indexed type (an int8 column compared with an int4 value) is hashed
- * with its own type's support procedure from the operator family: the
- * family guarantees that equal values hash alike across its types.
+ * The support procedure that hashes values of type subtype for this index.
+ * A key whose type differs from the indexed type (an int8 column compared
+ * with an int4 value) is hashed with its own type's procedure from the
+ * operator family, filled into *buf: the family guarantees that equal
+ * values hash alike across its types.
  */
-static uint64
-pmhash_scankey_hash(Relation rel, ScanKey key)
+static FmgrInfo *
+pmhash_key_hashproc(Relation rel, Oid subtype, FmgrInfo *buf)
 {
-	Oid			subtype = key->sk_subtype;
 	Oid			intype = rel->rd_opcintype[0];
+	Oid			procid;
 
 	if (!OidIsValid(subtype) || subtype == intype)
-		return pmhash_hash_datum(index_getprocinfo(rel, 1, PMHASH_EXTENDED_PROC),
-								 rel->rd_indcollation[0], key->sk_argument);
-	else
-	{
-		Oid			procid = get_opfamily_proc(rel->rd_opfamily[0], subtype,
-											   subtype, PMHASH_EXTENDED_PROC);
-		FmgrInfo	finfo;
-
-		if (!OidIsValid(procid))
-			ereport(ERROR,
-					(errcode(ERRCODE_UNDEFINED_FUNCTION),
-					 errmsg("missing support function %d(%u,%u) in operator family of index \"%s\"",
-							PMHASH_EXTENDED_PROC, subtype, subtype,
-							RelationGetRelationName(rel))));
-		fmgr_info(procid, &finfo);
-		return pmhash_hash_datum(&finfo, rel->rd_indcollation[0],
-								 key->sk_argument);
-	}
+		return index_getprocinfo(rel, 1, PMHASH_EXTENDED_PROC);
+	procid = get_opfamily_proc(rel->rd_opfamily[0], subtype, subtype,
+							   PMHASH_EXTENDED_PROC);
+	if (!OidIsValid(procid))
+		ereport(ERROR,
+				(errcode(ERRCODE_UNDEFINED_FUNCTION),
+				 errmsg("missing support function %d(%u,%u) in operator family of index \"%s\"",
+						PMHASH_EXTENDED_PROC, subtype, subtype,
+						RelationGetRelationName(rel))));
+	fmgr_info(procid, buf);
+	return buf;
 }
 
-/* amrescan: work out the hash to look for; TIDs are fetched on demand */
+/* qsort/qunique comparator of hashes */
+static int
+pmhash_hash_cmp(const void *a, const void *b)
+{
+	uint64		x = *(const uint64 *) a;
+	uint64		y = *(const uint64 *) b;
+
+	return (x > y) - (x < y);
+}
+
+/*
+ * The distinct hashes of the non-NULL elements of an array key, sorted,
+ * into *out (allocated in the current memory context).  Returns how many.
+ */
+static int
+pmhash_array_hashes(Relation rel, ScanKey key, uint64 **out)
+{
+	ArrayType  *arr = DatumGetArrayTypeP(key->sk_argument);
+	Oid			elemtype = ARR_ELEMTYPE(arr);
+	FmgrInfo	buf;
+	FmgrInfo   *proc = pmhash_key_hashproc(rel, elemtype, &buf);
+	int16		elmlen;
+	bool		elmbyval;
+	char		elmalign;
+	Datum	   *values;
+	bool	   *nulls;
+	int			nelems;
+	uint64	   *hashes;
+	int			n = 0;
+	int			i;
+
+	get_typlenbyvalalign(elemtype, &elmlen, &elmbyval, &elmalign);
+	deconstruct_array(arr, elemtype, elmlen, elmbyval, elmalign,
+					  &values, &nulls, &nelems);
+	hashes = palloc(sizeof(uint64) * Max(nelems, 1));
+	for (i = 0; i < nelems; i++)
+	{
+		/* "col = ANY (array)" never matches through a NULL element */
+		if (nulls[i])
+			continue;
+		hashes[n++] = pmhash_hash_datum(proc, rel->rd_indcollation[0],
+										values[i]);
+	}
+	if (n > 1)
+	{
+		qsort(hashes, n, sizeof(uint64), pmhash_hash_cmp);
+		n = (int) qunique(hashes, n, sizeof(uint64), pmhash_hash_cmp);
+	}
+	*out = hashes;
+	return n;
+}
+
+/* keep in a (sorted, distinct) what is also in b; returns the new length */
+static int
+pmhash_intersect(uint64 *a, int na, const uint64 *b, int nb)
+{
+	int			i = 0;
+	int			j = 0;
+	int			n = 0;
+
+	while (i < na && j < nb)
+	{
+		if (a[i] < b[j])
+			i++;
+		else if (a[i] > b[j])
+			j++;
+		else
+		{
+			a[n++] = a[i];
+			i++;
+			j++;
+		}
+	}
+	return n;
+}
+
+/*
+ * amrescan: work out the hashes to look for; TIDs are fetched on demand.
+ * Every key is on the one column: an entry matches when its hash is one of
+ * each key's hashes.
+ */
 void
 pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 			 ScanKey orderbys, int norderbys)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	Relation	rel = scan->indexRelation;
 	int			i;
 
 	if (scankey && scan->numberOfKeys > 0)
@@ -104,6 +195,13 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 	so->empty = false;
 	so->ntids = 0;
 	so->next = 0;
+	so->hashes = NULL;
+	so->nhashes = 0;
+	if (so->keycxt_used)
+	{
+		MemoryContextReset(so->keycxt);
+		so->keycxt_used = false;
+	}
 
 	if (scan->numberOfKeys < 1)
 		ereport(ERROR,
@@ -113,20 +211,47 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 	for (i = 0; i < scan->numberOfKeys; i++)
 	{
 		ScanKey		key = &scan->keyData[i];
-		uint64		h;
+		uint64	   *h;
+		int			nh;
 
 		if (key->sk_flags & SK_ISNULL)
 		{
-			/* "col = NULL" never matches */
+			/* "col = NULL" and "col = ANY (NULL)" never match */
 			so->empty = true;
 			continue;
 		}
-		h = pmhash_scankey_hash(scan->indexRelation, key);
-		/* two keys with different hashes cannot both be equal to a value */
-		if (i > 0 && h != so->hash)
-			so->empty = true;
-		so->hash = h;
+		if (key->sk_flags & SK_SEARCHARRAY)
+		{
+			MemoryContext old = MemoryContextSwitchTo(so->keycxt);
+
+			so->keycxt_used = true;
+			nh = pmhash_array_hashes(rel, key, &h);
+			MemoryContextSwitchTo(old);
+		}
+		else
+		{
+			FmgrInfo	buf;
+
+			/* the first scalar key's hash is kept in the scan, not palloc'd */
+			h = so->hashes == NULL ? &so->hash1 :
+				MemoryContextAlloc(so->keycxt, sizeof(uint64));
+			if (h != &so->hash1)
+				so->keycxt_used = true;
+			*h = pmhash_hash_datum(pmhash_key_hashproc(rel, key->sk_subtype,
+													   &buf),
+								   rel->rd_indcollation[0], key->sk_argument);
+			nh = 1;
+		}
+		if (so->hashes == NULL)
+		{
+			so->hashes = h;
+			so->nhashes = nh;
+		}
+		else
+			so->nhashes = pmhash_intersect(so->hashes, so->nhashes, h, nh);
 	}
+	if (so->nhashes == 0)
+		so->empty = true;
 }
 
 /* qsort/qunique comparator of TIDs */
@@ -136,14 +261,141 @@ pmhash_tid_cmp(const void *a, const void *b)
 	return ItemPointerCompare((ItemPointer) a, (ItemPointer) b);
 }
 
-/* collect, sort and de-duplicate the TIDs with the scan's hash */
+/* make room for at least want tag words and TIDs */
+static void
+pmhash_grow_results(PmhashScanOpaque so, int64 want)
+{
+	int64		cap = want + want / 2;
+
+	if (cap > MaxAllocHugeSize / sizeof(uint64) || cap > PG_INT32_MAX)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("pmhash scan matches too many entries"),
+				 errdetail("The scan found more than %lld entries.",
+						   (long long) want),
+				 errhint("Look up fewer keys at a time.")));
+	so->tags = repalloc_huge(so->tags, sizeof(uint64) * cap);
+	so->tids = repalloc_huge(so->tids, sizeof(ItemPointerData) * cap);
+	so->cap = (int) cap;
+}
+
+/*
+ * Add to tags[n..] the entries with this hash in this transaction's own
+ * collecting log (not flushed yet), storing below max.  Returns the new
+ * count, which may exceed max.
+ */
+static int
+pmhash_add_own(PmhashIndex *idx, uint64 hash, uint64 *tags, int n, int max)
+{
+	ItemPointerData own[PMH_BUCKET_SLOTS];
+	int			nown;
+	int			i;
+
+	nown = pmhash_log_own_matches(&idx->shared->key, hash, own,
+								  PMH_BUCKET_SLOTS);
+	for (i = 0; i < nown; i++)
+	{
+		if (n < max)
+			tags[n] = pmh_tag_make(hash, ItemPointerGetBlockNumber(&own[i]),
+								   ItemPointerGetOffsetNumber(&own[i]));
+		n++;
+	}
+	return n;
+}
+
+/*
+ * Look one hash up with the index lock held (shared) and store the tag
+ * words found at tags[0..max-1]: the segment and its chain, its D-bucket,
+ * the own collecting log.  Returns how many there are, which may exceed
+ * max.
+ */
+static int
+pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
+{
+	for (;;)
+	{
+		uint32		segno = pmhash_lookup_segment(idx, hash);
+		int			n;
+
+		/*
+		 * Start loading the metadata, so that its misses overlap the lock's;
+		 * the first use since a restart loads the segment (and may change
+		 * the structure: look the segment up again).
+		 */
+		pmh_meta_prefetch(pmhash_seg_meta(idx, segno), hash);
+		if (!pmhash_lock_segment(idx, segno, LW_SHARED))
+			continue;
+		n = pmh_lookup(&idx->local->pool, &idx->cb, segno, hash, tags, max);
+		/* entries waiting in the segment's D-bucket */
+		n = pmh_pending_lookup(pmhash_seg_meta(idx, segno), hash, tags, n,
+							   max);
+		pmhash_unlock_segment(idx, segno);
+		return pmhash_add_own(idx, hash, tags, n, max);
+	}
+}
+
+/*
+ * Look up hashes[0..nhashes-1], PMH_LOOKUP_BATCH at a time, appending their
+ * tag words to so->tags.  A batch first starts loading every lookup's
+ * segment lock and metadata, then (from a read of the fingerprints taken
+ * without the lock) its candidate entries, and only then looks each hash
+ * up under its segment lock: by then its lines are in cache or on their
+ * way, and the batch's misses have overlapped instead of following one
+ * another.  The index lock is taken per batch, so that a long array does
+ * not hold off splits, and interrupts are served between batches.
+ * Returns the number of tag words.
+ */
+static int
+pmhash_collect_batch(IndexScanDesc scan)
+{
+	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	int			ntags = 0;
+	int			base;
+
+	for (base = 0; base < so->nhashes; base += PMH_LOOKUP_BATCH)
+	{
+		const uint64 *hash = so->hashes + base;
+		int			nk = Min(PMH_LOOKUP_BATCH, so->nhashes - base);
+		uint32		segno[PMH_LOOKUP_BATCH];
+		PmhashIndex idx;
+		int			i;
+
+		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
+		for (i = 0; i < nk; i++)
+		{
+			segno[i] = pmhash_lookup_segment(&idx, hash[i]);
+			pmh_meta_prefetch(pmhash_seg_meta(&idx, segno[i]), hash[i]);
+			pmh_prefetch_write(&pmhash_seg_slot(&idx, segno[i])->lock);
+		}
+		/* (the metadata of a segment not loaded yet is not initialised) */
+		for (i = 0; i < nk; i++)
+			if (pmhash_seg_slot(&idx, segno[i])->loaded)
+				pmh_lookup_prefetch(&idx.local->pool,
+									pmhash_seg_meta(&idx, segno[i]),
+									segno[i], hash[i]);
+		for (i = 0; i < nk; i++)
+		{
+			int			n;
+
+			/* (it reads the directory again: a load may have changed it) */
+			while ((n = pmhash_lookup_hash(&idx, hash[i], so->tags + ntags,
+										   so->cap - ntags)) > so->cap - ntags)
+				pmhash_grow_results(so, (int64) ntags + n);
+			ntags += n;
+		}
+		pmhash_detach(&idx);
+		CHECK_FOR_INTERRUPTS();
+	}
+	return ntags;
+}
+
+/* collect, sort and de-duplicate the TIDs with the scan's hashes */
 static void
 pmhash_collect(IndexScanDesc scan)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
-	PmhashIndex idx;
-	uint64	   *tags;
 	int			n;
+	int			kept = 0;
 	int			i;
 
 	so->valid = true;
@@ -153,50 +405,18 @@ pmhash_collect(IndexScanDesc scan)
 	if (so->empty)
 		return;
 
-	tags = palloc(sizeof(uint64) * so->cap);
-	pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
-	for (;;)
+	if (so->nhashes == 1)
 	{
-		uint32		segno = pmhash_lookup_segment(&idx, so->hash);
-		PmhSegMeta *meta;
-		ItemPointerData own[PMH_BUCKET_SLOTS];
-		int			nown;
+		PmhashIndex idx;
 
-		/*
-		 * Start loading the metadata, so that its misses overlap the
-		 * lock's; the first use since a restart loads the segment.
-		 */
-		pmh_meta_prefetch(pmhash_seg_meta(&idx, segno), so->hash);
-		if (!pmhash_lock_segment(&idx, segno, LW_SHARED))
-			continue;
-		meta = pmhash_seg_meta(&idx, segno);
-		n = pmh_lookup(&idx.local->pool, &idx.cb, segno, so->hash,
-					   tags, so->cap);
-		/* entries waiting in the segment's D-bucket */
-		n = pmh_pending_lookup(meta, so->hash, tags, n, so->cap);
-		pmhash_unlock_segment(&idx, segno);
-
-		/* this transaction's own inserts not flushed yet */
-		nown = pmhash_log_own_matches(&idx.shared->key, so->hash, own,
-									  PMH_BUCKET_SLOTS);
-		for (i = 0; i < nown; i++)
-		{
-			if (n < so->cap)
-				tags[n] = pmh_tag_make(so->hash,
-									   ItemPointerGetBlockNumber(&own[i]),
-									   ItemPointerGetOffsetNumber(&own[i]));
-			n++;
-		}
-		if (n <= so->cap)
-			break;
-		/* more matches than room: grow and look again */
-		pfree(tags);
-		pfree(so->tids);
-		so->cap = n + n / 2;
-		tags = palloc(sizeof(uint64) * so->cap);
-		so->tids = palloc(sizeof(ItemPointerData) * so->cap);
+		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
+		while ((n = pmhash_lookup_hash(&idx, so->hashes[0], so->tags,
+									   so->cap)) > so->cap)
+			pmhash_grow_results(so, n);
+		pmhash_detach(&idx);
 	}
-	pmhash_detach(&idx);
+	else
+		n = pmhash_collect_batch(scan);
 
 	/*
 	 * An entry can outlive a crash that lost its heap insert; once VACUUM
@@ -204,27 +424,22 @@ pmhash_collect(IndexScanDesc scan)
 	 * (VACUUM removes their entries): the heap length is read again before
 	 * a TID is skipped, as the heap may have grown since it was cached.
 	 */
+	for (i = 0; i < n; i++)
 	{
-		int			kept = 0;
+		BlockNumber blk = pmh_tag_block(so->tags[i]);
 
-		for (i = 0; i < n; i++)
+		/* (a bitmap heap scan ignores such blocks by itself) */
+		if (scan->heapRelation != NULL && blk >= so->heap_nblocks)
 		{
-			BlockNumber blk = pmh_tag_block(tags[i]);
-
-			/* (a bitmap heap scan ignores such blocks by itself) */
-			if (scan->heapRelation != NULL && blk >= so->heap_nblocks)
-			{
-				so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
-				if (blk >= so->heap_nblocks)
-					continue;
-			}
-			/* (ItemPointerSet is a macro: no side effects in its arguments) */
-			ItemPointerSet(&so->tids[kept], blk, pmh_tag_offset(tags[i]));
-			kept++;
+			so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
+			if (blk >= so->heap_nblocks)
+				continue;
 		}
-		n = kept;
+		/* (ItemPointerSet is a macro: no side effects in its arguments) */
+		ItemPointerSet(&so->tids[kept], blk, pmh_tag_offset(so->tags[i]));
+		kept++;
 	}
-	pfree(tags);
+	n = kept;
 
 	if (n > 1)
 	{
@@ -271,6 +486,8 @@ pmhashendscan(IndexScanDesc scan)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 
+	MemoryContextDelete(so->keycxt);
+	pfree(so->tags);
 	pfree(so->tids);
 	pfree(so);
 	scan->opaque = NULL;

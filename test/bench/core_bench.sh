@@ -51,9 +51,13 @@ rc=$?
 threads=$(awk -F'\t' 'NR > 1 { print $1 }' "$OUT/core.tsv" | sort -n -u | tr '\n' ' ')
 awk -F'\t' -v threads="$threads" '
 	BEGIN {
-		n = split("insert|- search+|uniform search+|zipf search-|uniform search-|zipf delete|uniform delete|zipf insert-direct|-", rows, " ")
+		n = split("insert|-;search+|uniform;search+ batch|uniform;search+|zipf;search+ batch|zipf;" \
+			"search-|uniform;search- batch|uniform;search-|zipf;search- batch|zipf;" \
+			"delete|uniform;delete|zipf;insert-direct|-", rows, ";")
 		nt = split(threads, th, " ")
 		dash["insert|-"] = 2.24; dash["search+|uniform"] = 8.54; dash["search-|uniform"] = 16.1
+		dash["search+ batch|uniform"] = 8.54; dash["search- batch|uniform"] = 16.1
+		cceh["search+ batch|uniform"] = 9.51
 		dash["insert-direct|-"] = 2.24
 		cceh["insert|-"] = 3.52; cceh["search+|uniform"] = 9.51; cceh["insert-direct|-"] = 3.52
 	}
@@ -97,7 +101,7 @@ EOF
 # probe experiments: CPU time per lookup relative to the baseline, and the
 # share of lookups that read the pool
 awk -F'\t' '
-	NR > 1 && $2 ~ /^search[+-] / {
+	NR > 1 && $2 ~ /^search[+-] (baseline|no locks)/ {
 		if ($2 ~ /baseline/) base[substr($2, 1, 7)] = $7
 		n++; op[n] = $2; cpu[n] = $7; frac[n] = $11
 	}

@@ -19,7 +19,9 @@
 #      TIMING OFF), the three methods interleaved; with the positive
 #      uniform keys also the floor: the same rows fetched by TID (a Tid Scan
 #      as the inner side, i.e. a perfect index), so that "index part" =
-#      probe cost - floor
+#      probe cost - floor; then the positive and negative uniform keys as
+#      arrays of $ARRAYLEN, one query "k = ANY (constant array)" per array,
+#      as an index scan (pmhash, btree) and as a bitmap scan (all three)
 #   6. insert upkeep: INSERT ... SELECT of the $ROWS rows into an empty
 #      table with the index minus the same without an index; the same with
 #      COPY FROM a file; best of $REPEAT each, interleaved
@@ -49,6 +51,7 @@
 # a step failed or the access methods disagreed on an answer.
 #
 # Knobs: PMHASH_BENCH_ROWS (1000000), PMHASH_BENCH_PROBES (1000000),
+#        PMHASH_BENCH_ARRAY (1000 keys per array of the = ANY probes),
 #        PMHASH_BENCH_REPEAT (3), PMHASH_BENCH_THETA (0.99),
 #        PMHASH_BENCH_PGBENCH_TIME (5 seconds per run; 0 skips pgbench),
 #        PMHASH_BENCH_PGBENCH_ROUNDS (3: each number is the median of
@@ -81,6 +84,7 @@ cd "$PMH_ROOT" || exit 2
 
 ROWS=${PMHASH_BENCH_ROWS:-1000000}
 PROBES=${PMHASH_BENCH_PROBES:-1000000}
+ARRAYLEN=${PMHASH_BENCH_ARRAY:-1000}
 REPEAT=${PMHASH_BENCH_REPEAT:-3}
 THETA=${PMHASH_BENCH_THETA:-0.99}
 PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-5}
@@ -173,7 +177,7 @@ min() {
 
 pmh_head "data: 3 x $ROWS rows; probe keys: 4 x $PROBES"
 t0=$(pmh_now)
-sql -v rows="$ROWS" -v probes="$PROBES" -v theta="$THETA" <<'EOF' || pmh_die "loading data failed"
+sql -v rows="$ROWS" -v probes="$PROBES" -v theta="$THETA" -v arraylen="$ARRAYLEN" <<'EOF' || pmh_die "loading data failed"
 SELECT setseed(0.42);
 CREATE TABLE src AS
   SELECT g::int8 AS k, md5(g::text) AS payload
@@ -204,12 +208,38 @@ CREATE TABLE p_neg_uniform AS
 CREATE TABLE p_neg_zipf AS
   SELECT :rows + 1 + (r * 2654435761) % :rows AS k FROM zipf_ranks OFFSET :probes;
 DROP TABLE zipf_ranks;
+-- the same keys in arrays of :arraylen, for "k = ANY (array)" probes
+CREATE TABLE pa_pos_uniform AS
+  SELECT array_agg(k) AS a FROM (SELECT k, (row_number() OVER () - 1) / :arraylen AS grp
+                                 FROM p_pos_uniform) s GROUP BY grp;
+CREATE TABLE pa_neg_uniform AS
+  SELECT array_agg(k) AS a FROM (SELECT k, (row_number() OVER () - 1) / :arraylen AS grp
+                                 FROM p_neg_uniform) s GROUP BY grp;
+-- one query per array, the array a constant of it; the rows and payload
+-- bytes found
+CREATE FUNCTION any_probe(tbl text, arrays text) RETURNS text LANGUAGE plpgsql AS $f$
+DECLARE
+	arr int8[];
+	c int8;
+	l int8;
+	total_c int8 := 0;
+	total_l int8 := 0;
+BEGIN
+	FOR arr IN EXECUTE format('SELECT a FROM %I', arrays) LOOP
+		EXECUTE format('SELECT count(*), sum(length(payload)) FROM %I WHERE k = ANY ($1)', tbl)
+			INTO c, l USING arr;
+		total_c := total_c + c;
+		total_l := total_l + coalesce(l, 0);
+	END LOOP;
+	RETURN total_c || '|' || total_l;
+END $f$;
 -- the floor of probe cost: the same rows fetched by TID (a perfect index)
 CREATE TABLE p_floor AS
   SELECT t.ctid AS tid
   FROM (SELECT row_number() OVER () AS ord, k FROM p_pos_uniform) p JOIN t_btree t ON t.k = p.k
   ORDER BY p.ord;
-VACUUM (ANALYZE) t_pmhash, t_btree, t_hash, p_pos_uniform, p_pos_zipf, p_neg_uniform, p_neg_zipf, p_floor;
+VACUUM (ANALYZE) t_pmhash, t_btree, t_hash, p_pos_uniform, p_pos_zipf, p_neg_uniform, p_neg_zipf, p_floor,
+  pa_pos_uniform, pa_neg_uniform;
 CHECKPOINT;
 EOF
 ZIPF_TOP=$(sql -c "SELECT round(100.0 * max(c) / $PROBES, 1) || ' % of the Zipf probes hit the hottest key, ' || count(*) || ' distinct keys'
@@ -259,18 +289,18 @@ join_query() {
 		echo "SELECT count(*), sum(length(t.payload)) FROM p_$1 p JOIN t_$2 t ON t.k = p.k"
 	fi
 }
-# probe_run WORKLOAD AM: one timed run; prints the execution time (ms) and
-# the CPU time the backend used (ms, from /proc: clock ticks), which a busy
-# machine distorts less than the wall clock
-probe_run() {
+# timed_query SETTINGS QUERY: one timed run; prints the execution time (ms)
+# and the CPU time the backend used (ms, from /proc: clock ticks), which a
+# busy machine distorts less than the wall clock
+timed_query() {
 	local out tick
 	tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
 	out=$(sql 2>&1 <<EOF
 SELECT pg_backend_pid() AS pid \gset
 \setenv PMH_BACKEND_PID :pid
-$SETTINGS
+$1
 \! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
-EXPLAIN (ANALYZE, TIMING OFF) $(join_query "$1" "$2");
+EXPLAIN (ANALYZE, TIMING OFF) $2;
 \! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
 EOF
 	) || return 0
@@ -282,6 +312,12 @@ EOF
 			if (n == 2) printf "%s %.0f\n", ms, (c[1] - c[0]) * 1000 / tick
 			else printf "%s\n", ms
 		}' <<<"$out"
+}
+# probe_run WORKLOAD AM: timed_query of the probe join
+probe_run() { timed_query "$SETTINGS" "$(join_query "$1" "$2")"; }
+# any_query TABLE ARRAY: the query of one "= ANY" probe
+any_query() {
+	echo "SELECT count(*), sum(length(payload)) FROM $1 WHERE k = ANY ($2)"
 }
 
 plan_ok() {
@@ -330,6 +366,59 @@ if ! skip probe; then
 				ms=${V["${k}_$w|$am"]:-}
 				[ -n "$ms" ] || continue
 				record "${k}_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
+			done
+		done
+	done
+	# "k = ANY (array)": each of the probe tables' arrays of $ARRAYLEN keys
+	# is a constant of its own query (any_probe: EXECUTE ... USING, planned
+	# with the array as a constant, as a query with an IN list or a bound
+	# parameter is), so that the executor's recheck of the rows an index
+	# returns hashes the array instead of searching it.  pmhash and btree
+	# take the array in one index scan; a hash index cannot (no
+	# amsearcharray), so it gets the bitmap scan, which runs one index scan
+	# per element; each AM also with that.
+	for w in pos_uniform neg_uniform; do
+		pmh_head "probe: = ANY (constant arrays of $ARRAYLEN keys), $PROBES lookups ($w)"
+		ref=''
+		ok=()
+		for v in pmhash:index btree:index pmhash:bitmap btree:bitmap hash:bitmap; do
+			am=${v%%:*} kind=${v#*:}
+			set_="$SETTINGS"
+			[ "$kind" = bitmap ] && set_="$SETTINGS SET enable_bitmapscan = on; SET enable_indexscan = off;"
+			plan=$(sql -c "$set_" -c "EXPLAIN (COSTS OFF) $(any_query "t_$am" "'{1,2,3,4,5,6,7,8,9,10}'::int8[]")" 2>&1)
+			want="Index Scan using idx_$am on t_$am"
+			[ "$kind" = bitmap ] && want="Bitmap Index Scan on idx_$am"
+			if ! grep -q "$want" <<<"$plan" || ! grep -q "ANY" <<<"$plan"; then
+				pmh_err "the plan for = ANY ($w) via $am ($kind) does not use idx_$am:"
+				echo "$plan" | sed 's/^/    /'
+				STATUS=1
+				continue
+			fi
+			ans=$(sql -c "$set_" -c "SELECT any_probe('t_$am', 'pa_$w')" 2>&1) || {
+				pmh_err "= ANY via $am ($kind) failed: $ans"
+				STATUS=1
+				continue
+			}
+			pmh_say "$am ($kind): plan ok, answer $ans"
+			pmh_agree ref "$ans" "= ANY $w via $am ($kind)" || STATUS=1
+			ok+=("$v")
+		done
+		for r in $(seq 1 "$REPEAT"); do
+			for v in "${ok[@]}"; do
+				am=${v%%:*} kind=${v#*:}
+				set_="$SETTINGS"
+				[ "$kind" = bitmap ] && set_="$SETTINGS SET enable_bitmapscan = on; SET enable_indexscan = off;"
+				read -r ms cpu < <(timed_query "$set_" "SELECT any_probe('t_$am', 'pa_$w')")
+				[ -n "$ms" ] || continue
+				printf '    %-7s %-6s run %d: %s ms (backend CPU %s ms)\n' "$am" "$kind" "$r" "$ms" "${cpu:-?}"
+				V["any${kind}_$w|$am"]=$(min "${V["any${kind}_$w|$am"]:-}" "$ms")
+			done
+		done
+		for kind in index bitmap; do
+			for am in "${AMS[@]}"; do
+				ms=${V["any${kind}_$w|$am"]:-}
+				[ -n "$ms" ] || continue
+				record "any${kind}_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
 			done
 		done
 	done
@@ -622,6 +711,10 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	row "probe, positive Zipf, backend CPU (ns / lookup)" probecpu_pos_zipf_ns
 	row "probe, negative uniform, backend CPU (ns / lookup)" probecpu_neg_uniform_ns
 	row "probe, negative Zipf, backend CPU (ns / lookup)" probecpu_neg_zipf_ns
+	row "probe = ANY ($ARRAYLEN keys), positive, index scan (ns / key)" anyindex_pos_uniform_ns
+	row "probe = ANY ($ARRAYLEN keys), negative, index scan (ns / key)" anyindex_neg_uniform_ns
+	row "probe = ANY ($ARRAYLEN keys), positive, bitmap scan (ns / key)" anybitmap_pos_uniform_ns
+	row "probe = ANY ($ARRAYLEN keys), negative, bitmap scan (ns / key)" anybitmap_neg_uniform_ns
 	row "insert upkeep, INSERT ... SELECT (ms)" insert_upkeep_ms "<= 0.3 x hash: $(verdict_le "$UPKEEP_H" 0.3)"
 	row "insert upkeep, COPY (ms)" copy_upkeep_ms
 	row "VACUUM after deleting 10 % (ms, index part)" vacuum10_index_ms
@@ -629,7 +722,7 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	echo
 	echo "Without an index: INSERT ... SELECT $(num_or_na "$(val insert none)") ms, COPY $(num_or_na "$(val copy none)") ms, VACUUM after 10 % / 50 %: $(num_or_na "$(val vac10 none)") / $(num_or_na "$(val vac50 none)") ms."
 	echo "pmhash after CREATE INDEX: pool $(num_or_na "$(val pool_bytes_per_entry pmhash)") B/entry, shared memory $(num_or_na "$(val shmem_bytes_per_entry pmhash)") B/entry, load factor $(num_or_na "$(val load_factor pmhash)"); write amplification of the INSERT ... SELECT load: $(num_or_na "$(val wa pmhash)") (media model)."
-	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
+	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The = ANY rows look the same keys, positive and negative uniform, up as arrays of $ARRAYLEN, one query per array with the array as a constant (EXECUTE ... USING in a PL/pgSQL loop: planning included); a hash index has no array scans (only its bitmap scan, one index scan per element, takes an array), so its index-scan cell is empty. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
 	if ! skip vacins && [ "$VI_TIME" -gt 0 ]; then
 		echo
 		echo "Single-row inserts (pgbench insert.sql, $VI_CLIENTS clients, ${VI_TIME}s, synchronous_commit = $SYNC_COMMIT) into a copy of the table, alone and then beside back-to-back VACUUM (INDEX_CLEANUP ON) runs, each after deleting 0.1 % of the rows (the first after 10 %):"

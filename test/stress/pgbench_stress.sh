@@ -16,7 +16,8 @@
 #                       hot keys, plus 5 rolled back to a savepoint
 #      abort.sql (3):   30 rows rolled back
 #      delete.sql (8):  DELETE one key, UPDATE another key's rows to a third
-#      probe.sql (12):  a random and a hot key through pmhash and through the
+#      probe.sql (12):  a random and a hot key, then 40 random keys and a hot
+#                       one at once (= ANY), through pmhash and through the
 #                       btree in one snapshot: any difference is an ERROR
 #      vacuum.sql (1):  VACUUM, one in four with heap truncation
 #      (PMHASH_STRESS_WEIGHTS="insert=20 abort=3 delete=8 probe=12 vacuum=1"
@@ -175,8 +176,11 @@ sql -v rows="$ROWS" -v keys="$KEYS" -f test/stress/setup.sql >"$LOGDIR/setup.log
 # the probe's two queries must take the two indexes
 plans=$(sql -c "SET enable_seqscan = off; SET enable_bitmapscan = off;" \
 	-c "EXPLAIN (COSTS OFF) SELECT * FROM s WHERE k = 1" \
-	-c "EXPLAIN (COSTS OFF) SELECT * FROM s WHERE k + 0 = 1")
-if ! grep -q 'Index Scan using s_k on s' <<<"$plans" || ! grep -q 'Index Scan using s_k_oracle on s' <<<"$plans"; then
+	-c "EXPLAIN (COSTS OFF) SELECT * FROM s WHERE k + 0 = 1" \
+	-c "EXPLAIN (COSTS OFF) SELECT * FROM s WHERE k = ANY ('{1,2}')" \
+	-c "EXPLAIN (COSTS OFF) SELECT * FROM s WHERE k + 0 = ANY ('{1,2}')")
+if [ "$(grep -c 'Index Scan using s_k on s' <<<"$plans")" != 2 ] ||
+	[ "$(grep -c 'Index Scan using s_k_oracle on s' <<<"$plans")" != 2 ]; then
 	printf '%s\n' "$plans"
 	pmh_die "the probe plans do not use s_k and s_k_oracle"
 fi

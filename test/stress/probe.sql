@@ -1,8 +1,11 @@
 -- test/stress/probe.sql: pmhash against the btree for a random and a hot
--- key, in one snapshot (stress_probe raises an error on any difference)
+-- key, and for 40 random keys and a hot one at once ("= ANY"), in one
+-- snapshot (stress_probe raises an error on any difference)
 \set k random(1, :keys)
 \set hot random(1, 8)
 BEGIN ISOLATION LEVEL REPEATABLE READ;
 SELECT stress_probe(:k);
 SELECT stress_probe(:hot);
+SELECT stress_probe_any(ARRAY(SELECT (random() * :keys)::int8 + 1
+							  FROM generate_series(1, 40)) || :hot::int8);
 COMMIT;

@@ -33,3 +33,25 @@ BEGIN
 	END IF;
 	RETURN cardinality(via_pmhash);
 END $$;
+
+-- The same for a set of keys at once: "k = ANY (keys)" through pmhash (one
+-- batched scan) and through the btree.
+CREATE FUNCTION stress_probe_any(keys int8[]) RETURNS int
+LANGUAGE plpgsql
+SET enable_seqscan = off SET enable_bitmapscan = off
+AS $$
+DECLARE
+	via_pmhash tid[];
+	via_btree tid[];
+BEGIN
+	SELECT coalesce(array_agg(ctid ORDER BY ctid), ARRAY[]::tid[])
+		INTO via_pmhash FROM s WHERE k = ANY (keys);
+	SELECT coalesce(array_agg(ctid ORDER BY ctid), ARRAY[]::tid[])
+		INTO via_btree FROM s WHERE k + 0 = ANY (keys);
+	IF via_pmhash <> via_btree THEN
+		RAISE EXCEPTION 'pmhash stress: keys % have % rows through pmhash, % through the btree',
+			keys, cardinality(via_pmhash), cardinality(via_btree)
+			USING DETAIL = format('pmhash %s, btree %s', via_pmhash, via_btree);
+	END IF;
+	RETURN cardinality(via_pmhash);
+END $$;
