@@ -1238,15 +1238,17 @@ pmh_split_forget(const PmhPool *pool, PmhSegMeta *fm, uint32 from, int bitpos)
 			if ((e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1)
 			{
 				fm->occ[b] &= (uint16) ~(1 << s);
-				pmh_fpt_remove(fm, e[b * PMH_BUCKET_SLOTS + s].hash,
-							   b * PMH_BUCKET_SLOTS + s);
 				fm->nlive--;
 			}
 		}
 	}
-	/* entries are gone: drop passed marks that no entry may need now */
-	if (fm->fpt_any_passed)
-		pmh_fpt_rebuild(pool, fm, from);
+
+	/*
+	 * About half the entries are gone: building the fingerprint table anew
+	 * from the slots that stay costs no more than removing the others one
+	 * by one, and drops the passed marks that no entry needs now.
+	 */
+	pmh_fpt_rebuild(pool, fm, from);
 }
 
 /*
@@ -1542,6 +1544,31 @@ pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash, uint64 *tags,
 	return n;
 }
 
+/* the first line of a segment with no live slot, or -1 */
+static int
+pmh_first_free_line(const PmhSegMeta *m)
+{
+	int			b;
+
+#ifdef __SSE2__
+	StaticAssertStmt(PMH_SEG_BUCKETS % 8 == 0, "lines come in groups of 8");
+	for (b = 0; b < PMH_SEG_BUCKETS; b += 8)
+	{
+		__m128i		occ = _mm_loadu_si128((const __m128i *) &m->occ[b]);
+		uint32		zero = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi16(occ,
+																	 _mm_setzero_si128()));
+
+		if (zero != 0)
+			return b + pg_rightmost_one_pos32(zero) / 2;
+	}
+#else
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		if (m->occ[b] == 0)
+			return b;
+#endif
+	return -1;
+}
+
 /*
  * Choose the line (bucket) of primary segment segno or its chain that
  * "want" entries should go to: the fullest line with room for all of them,
@@ -1560,6 +1587,27 @@ pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
 	int			fit_bucket = -1;
 	int			most_bucket = -1;
 	uint32		seg;
+
+	/*
+	 * A full D-bucket wants a free line: the first one in chain order is
+	 * what the search below would choose, found without counting bits.
+	 */
+	if (want == PMH_BUCKET_SLOTS)
+	{
+		for (seg = segno; seg != PMH_NO_SEGMENT;)
+		{
+			PmhSegMeta *m = cb->get_meta(cb->arg, seg);
+			int			b = m->nlive < PMH_SEG_SLOTS ? pmh_first_free_line(m) : -1;
+
+			if (b >= 0)
+			{
+				*segout = seg;
+				*bucketout = b;
+				return true;
+			}
+			seg = m->ovf_next;
+		}
+	}
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;)
 	{
