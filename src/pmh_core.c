@@ -937,7 +937,23 @@ pmh_segment_free_slot(const PmhSegMeta *meta)
 
 	if (meta->nlive >= PMH_SEG_SLOTS)
 		return -1;
-	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	b = 0;
+#ifdef __SSE2__
+	/* skip full lines 8 at a time (a building segment fills in order) */
+	for (; b < PMH_SEG_BUCKETS; b += 8)
+	{
+		__m128i		occ = _mm_loadu_si128((const __m128i *) &meta->occ[b]);
+		uint32		full = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi16(occ,
+																	 _mm_set1_epi16(-1)));
+
+		if (full != 0xffff)
+		{
+			b += pg_rightmost_one_pos32(~full) / 2;
+			break;
+		}
+	}
+#endif
+	for (; b < PMH_SEG_BUCKETS; b++)
 	{
 		uint32		freebits = (~(uint32) meta->occ[b]) & 0xffff;
 

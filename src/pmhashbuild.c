@@ -19,12 +19,19 @@
 
 #include "pmhash.h"
 
+/* entries the heap scan hands over per lock acquisition */
+#define PMHASH_BUILD_BATCH		32
+
 typedef struct PmhashBuildState
 {
 	PmhashIndex idx;
 	FmgrInfo   *proc;
 	Oid			collation;
 	double		indtuples;
+	/* entries waiting to go in together (pmhash_build_flush) */
+	uint64		hashes[PMHASH_BUILD_BATCH];
+	ItemPointerData tids[PMHASH_BUILD_BATCH];
+	int			nwaiting;
 } PmhashBuildState;
 
 /* fill a page image with the metapage */
@@ -124,31 +131,58 @@ pmhash_read_metapage(Relation index, PmhashMetaPageData *meta)
 	return true;
 }
 
+/*
+ * Insert the entries the heap scan has handed over, in their order.  First
+ * the metadata each will touch (first line, fingerprint bucket) starts
+ * loading for all of them, so that their cache misses overlap instead of
+ * each stalling its insert.
+ *
+ * The index lock is held only around a batch, not across the heap scan:
+ * the scan runs user code (expressions, predicates) and must stay
+ * cancellable.  Nobody else can see the new storage anyway.
+ */
+static void
+pmhash_build_flush(PmhashBuildState *bs)
+{
+	int			i;
+
+	if (bs->nwaiting == 0)
+		return;
+	LWLockAcquire(&bs->idx.shared->lock, LW_EXCLUSIVE);
+	bs->idx.mode = LW_EXCLUSIVE;
+	for (i = 0; i < bs->nwaiting; i++)
+	{
+		PmhSegMeta *meta = pmhash_seg_meta(&bs->idx,
+										   pmhash_lookup_segment(&bs->idx,
+																 bs->hashes[i]));
+
+		pmh_prefetch_write(meta);
+		pmh_fpt_prefetch(meta, bs->hashes[i]);
+	}
+	for (i = 0; i < bs->nwaiting; i++)
+		pmhash_insert_entry(&bs->idx, bs->hashes[i], &bs->tids[i]);
+	LWLockRelease(&bs->idx.shared->lock);
+	bs->indtuples += bs->nwaiting;
+	bs->nwaiting = 0;
+	if (((uint64) bs->indtuples) % 4096 == 0)
+		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
+									 (int64) bs->indtuples);
+}
+
 /* heap scan callback: one entry per non-NULL key */
 static void
 pmhash_build_callback(Relation index, ItemPointer tid, Datum *values,
 					  bool *isnull, bool tupleIsAlive, void *state)
 {
 	PmhashBuildState *bs = (PmhashBuildState *) state;
-	uint64		hash;
 
 	if (isnull[0])
 		return;
-	hash = pmhash_hash_datum(bs->proc, bs->collation, values[0]);
-
-	/*
-	 * Hold the index lock only around each insert, not across the heap
-	 * scan: the scan runs user code (expressions, predicates) and must stay
-	 * cancellable.  Nobody else can see the new storage anyway.
-	 */
-	LWLockAcquire(&bs->idx.shared->lock, LW_EXCLUSIVE);
-	bs->idx.mode = LW_EXCLUSIVE;
-	pmhash_insert_entry(&bs->idx, hash, tid);
-	LWLockRelease(&bs->idx.shared->lock);
-	bs->indtuples += 1;
-	if (((uint64) bs->indtuples) % 4096 == 0)
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_TUPLES_DONE,
-									 (int64) bs->indtuples);
+	bs->hashes[bs->nwaiting] = pmhash_hash_datum(bs->proc, bs->collation,
+												 values[0]);
+	bs->tids[bs->nwaiting] = *tid;
+	if (++bs->nwaiting == PMHASH_BUILD_BATCH)
+		pmhash_build_flush(bs);
 }
 
 /*
@@ -184,6 +218,7 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 								 PMHASH_BUILD_PHASE_SCAN);
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 									   pmhash_build_callback, &bs, NULL);
+	pmhash_build_flush(&bs);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PMHASH_BUILD_PHASE_PERSIST);
