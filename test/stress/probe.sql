@@ -4,8 +4,8 @@
 \set k random(1, :keys)
 \set hot random(1, 8)
 BEGIN ISOLATION LEVEL REPEATABLE READ;
-SELECT stress_probe(:k);
-SELECT stress_probe(:hot);
-SELECT stress_probe_any(ARRAY(SELECT (random() * :keys)::int8 + 1
-							  FROM generate_series(1, 40)) || :hot::int8);
+SELECT stress_probe(ARRAY[:k]::int8[]);
+SELECT stress_probe(ARRAY[:hot]::int8[]);
+SELECT stress_probe(ARRAY(SELECT (random() * :keys)::int8 + 1
+						  FROM generate_series(1, 40)) || :hot::int8);
 COMMIT;
