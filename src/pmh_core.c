@@ -507,6 +507,15 @@ pmh_meta_reset(PmhSegMeta *meta, uint64 word)
 	meta->ovf_next = PMH_NO_SEGMENT;
 }
 
+/* note in a segment's metadata that slot "slot" now holds an entry of hash */
+static inline void
+pmh_meta_set_live(PmhSegMeta *meta, uint64 hash, int slot)
+{
+	meta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
+	pmh_fpt_add(meta, hash, slot);
+	meta->nlive++;
+}
+
 /*
  * Rebuild the volatile metadata of a segment from the pool.  owner_word is
  * the word of the primary segment whose entries this segment holds (the
@@ -526,12 +535,7 @@ pmh_meta_load(const PmhPool *pool, uint32 segno, uint64 owner_word,
 	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
 	{
 		if (pmh_entry_is_live(&e[slot], owner_word))
-		{
-			meta->occ[slot / PMH_BUCKET_SLOTS] |=
-				(uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-			pmh_fpt_add(meta, e[slot].hash, slot);
-			meta->nlive++;
-		}
+			pmh_meta_set_live(meta, e[slot].hash, slot);
 	}
 }
 
@@ -923,10 +927,38 @@ pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,
 		errno = save_errno;
 		return PMH_INSERT_IOERROR;
 	}
-	meta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	pmh_fpt_add(meta, hash, slot);
-	meta->nlive++;
+	pmh_meta_set_live(meta, hash, slot);
 	return PMH_INSERT_DONE;
+}
+
+/*
+ * The first line of a segment whose occupancy mask equals "mask" (equal)
+ * or differs from it (!equal), or -1.  With SSE2: 8 lines per compare.
+ */
+static int
+pmh_find_line(const PmhSegMeta *m, uint16 mask, bool equal)
+{
+	int			b;
+
+#ifdef __SSE2__
+	__m128i		want = _mm_set1_epi16((short) mask);
+
+	StaticAssertStmt(PMH_SEG_BUCKETS % 8 == 0, "lines come in groups of 8");
+	for (b = 0; b < PMH_SEG_BUCKETS; b += 8)
+	{
+		__m128i		occ = _mm_loadu_si128((const __m128i *) &m->occ[b]);
+		uint32		same = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi16(occ, want));
+		uint32		hit = equal ? same : ~same & 0xffff;
+
+		if (hit != 0)
+			return b + pg_rightmost_one_pos32(hit) / 2;
+	}
+#else
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		if ((m->occ[b] == mask) == equal)
+			return b;
+#endif
+	return -1;
 }
 
 /* first free slot of a segment (lowest bucket first), or -1 */
@@ -937,30 +969,12 @@ pmh_segment_free_slot(const PmhSegMeta *meta)
 
 	if (meta->nlive >= PMH_SEG_SLOTS)
 		return -1;
-	b = 0;
-#ifdef __SSE2__
-	/* skip full lines 8 at a time (a building segment fills in order) */
-	for (; b < PMH_SEG_BUCKETS; b += 8)
-	{
-		__m128i		occ = _mm_loadu_si128((const __m128i *) &meta->occ[b]);
-		uint32		full = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi16(occ,
-																	 _mm_set1_epi16(-1)));
-
-		if (full != 0xffff)
-		{
-			b += pg_rightmost_one_pos32(~full) / 2;
-			break;
-		}
-	}
-#endif
-	for (; b < PMH_SEG_BUCKETS; b++)
-	{
-		uint32		freebits = (~(uint32) meta->occ[b]) & 0xffff;
-
-		if (freebits != 0)
-			return b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(freebits);
-	}
-	return -1;
+	/* the first line that is not full (a building segment fills in order) */
+	b = pmh_find_line(meta, 0xffff, false);
+	if (b < 0)
+		return -1;
+	return b * PMH_BUCKET_SLOTS +
+		pg_rightmost_one_pos32((~(uint32) meta->occ[b]) & 0xffff);
 }
 
 /* count the live entries of a segment, and those whose bit "bitpos" is set */
@@ -1199,9 +1213,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 
 	dst = &pmh_seg_entries(pool, target)[slot];
 	*dst = *src;
-	tmeta->occ[slot / PMH_BUCKET_SLOTS] |= (uint16) (1 << (slot % PMH_BUCKET_SLOTS));
-	pmh_fpt_add(tmeta, src->hash, slot);
-	tmeta->nlive++;
+	pmh_meta_set_live(tmeta, src->hash, slot);
 	return 0;
 }
 
@@ -1560,31 +1572,6 @@ pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash, uint64 *tags,
 	return n;
 }
 
-/* the first line of a segment with no live slot, or -1 */
-static int
-pmh_first_free_line(const PmhSegMeta *m)
-{
-	int			b;
-
-#ifdef __SSE2__
-	StaticAssertStmt(PMH_SEG_BUCKETS % 8 == 0, "lines come in groups of 8");
-	for (b = 0; b < PMH_SEG_BUCKETS; b += 8)
-	{
-		__m128i		occ = _mm_loadu_si128((const __m128i *) &m->occ[b]);
-		uint32		zero = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi16(occ,
-																	 _mm_setzero_si128()));
-
-		if (zero != 0)
-			return b + pg_rightmost_one_pos32(zero) / 2;
-	}
-#else
-	for (b = 0; b < PMH_SEG_BUCKETS; b++)
-		if (m->occ[b] == 0)
-			return b;
-#endif
-	return -1;
-}
-
 /*
  * Choose the line (bucket) of primary segment segno or its chain that
  * "want" entries should go to: the fullest line with room for all of them,
@@ -1613,7 +1600,7 @@ pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
 		for (seg = segno; seg != PMH_NO_SEGMENT;)
 		{
 			PmhSegMeta *m = cb->get_meta(cb->arg, seg);
-			int			b = m->nlive < PMH_SEG_SLOTS ? pmh_first_free_line(m) : -1;
+			int			b = m->nlive < PMH_SEG_SLOTS ? pmh_find_line(m, 0, true) : -1;
 
 			if (b >= 0)
 			{
@@ -1707,9 +1694,7 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 	for (i = 0; i < k; i++)
 	{
 		line[slots[i]].tag = src[i]->tag;
-		meta->occ[bucket] |= (uint16) (1 << slots[i]);
-		pmh_fpt_add(meta, src[i]->hash, bucket * PMH_BUCKET_SLOTS + slots[i]);
-		meta->nlive++;
+		pmh_meta_set_live(meta, src[i]->hash, bucket * PMH_BUCKET_SLOTS + slots[i]);
 	}
 	if (k > 0 &&
 		pmh_persist(pool, &line[slots[0]],
