@@ -995,31 +995,21 @@ lookup_done(Worker *w, const uint64 *tags, int n, uint64 want, bool *found)
 }
 
 /*
- * Look key k up as a scan does (pmhash_collect): the segment and its chain,
- * the D-bucket, the own collecting log.  Returns the number of entries
- * with its hash; *found tells whether one is exactly the key's entry.
+ * The entries with this hash, segno being its segment, with the index lock
+ * held: under the segment lock the segment and its chain and the D-bucket,
+ * then the own collecting log.  Stores up to PMH_BUCKET_SLOTS tag words and
+ * returns how many there are.
  */
 static int
-op_lookup(Worker *w, uint64 k, bool *found)
+collect_locked(Worker *w, uint64 hash, uint32 segno, uint64 *tags)
 {
 	Table	   *t = w->t;
-	uint64		hash = key_hash(k);
-	uint64		want = key_tag(k);
-	uint64		tags[PMH_BUCKET_SLOTS];
-	uint32		segno;
-	PmhSegMeta *m;
 	int			n;
 	int			i;
 
-	w->cur_reads = 0;
-	idx_lock(w, false);
-	segno = t->dir[pmh_dir_index(hash, t->gd)];
-	m = &t->meta[segno];
-	/* the metadata's misses overlap the lock's (pmhash_search does this) */
-	pmh_meta_prefetch(m, hash);
 	pthread_rwlock_rdlock(&t->seglock[segno]);
 	n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-	n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
+	n = pmh_pending_lookup(&t->meta[segno], hash, tags, n, PMH_BUCKET_SLOTS);
 	pthread_rwlock_unlock(&t->seglock[segno]);
 	for (i = 0; i < w->nclog; i++)
 	{
@@ -1029,8 +1019,31 @@ op_lookup(Worker *w, uint64 k, bool *found)
 			tags[n] = w->clog[i].tag;
 		n++;
 	}
+	return n;
+}
+
+/*
+ * Look key k up as a scan does (pmhash_collect): the segment and its chain,
+ * the D-bucket, the own collecting log.  Returns the number of entries
+ * with its hash; *found tells whether one is exactly the key's entry.
+ */
+static int
+op_lookup(Worker *w, uint64 k, bool *found)
+{
+	Table	   *t = w->t;
+	uint64		hash = key_hash(k);
+	uint64		tags[PMH_BUCKET_SLOTS];
+	uint32		segno;
+	int			n;
+
+	w->cur_reads = 0;
+	idx_lock(w, false);
+	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	/* the metadata's misses overlap the lock's (pmhash_search does this) */
+	pmh_meta_prefetch(&t->meta[segno], hash);
+	n = collect_locked(w, hash, segno, tags);
 	idx_unlock(w);
-	return lookup_done(w, tags, n, want, found);
+	return lookup_done(w, tags, n, key_tag(k), found);
 }
 
 /*
@@ -1063,25 +1076,10 @@ op_lookup_batch(Worker *w, const uint32 *keys, int nk, int *n, bool *found)
 	for (i = 0; i < nk; i++)
 	{
 		uint64		tags[PMH_BUCKET_SLOTS];
-		int			m;
-		int			j;
 
 		w->cur_reads = 0;
-		pthread_rwlock_rdlock(&t->seglock[segno[i]]);
-		m = pmh_lookup(&w->pool, &t->cb, segno[i], hash[i], tags,
-					   PMH_BUCKET_SLOTS);
-		m = pmh_pending_lookup(&t->meta[segno[i]], hash[i], tags, m,
-							   PMH_BUCKET_SLOTS);
-		pthread_rwlock_unlock(&t->seglock[segno[i]]);
-		for (j = 0; j < w->nclog; j++)
-		{
-			if (w->clog[j].hash != hash[i])
-				continue;
-			if (m < PMH_BUCKET_SLOTS)
-				tags[m] = w->clog[j].tag;
-			m++;
-		}
-		n[i] = lookup_done(w, tags, m, key_tag(keys[i]), &found[i]);
+		n[i] = lookup_done(w, tags, collect_locked(w, hash[i], segno[i], tags),
+						   key_tag(keys[i]), &found[i]);
 	}
 	idx_unlock(w);
 }

@@ -319,6 +319,16 @@ probe_run() { timed_query "$SETTINGS" "$(join_query "$1" "$2")"; }
 any_query() {
 	echo "SELECT count(*), sum(length(payload)) FROM $1 WHERE k = ANY ($2)"
 }
+# any_settings KIND: the probe settings for an "index" or a "bitmap" scan
+any_settings() {
+	if [ "$1" = bitmap ]; then
+		echo "$SETTINGS SET enable_bitmapscan = on; SET enable_indexscan = off;"
+	else
+		echo "$SETTINGS"
+	fi
+}
+# per_lookup_ns MS: a run of $PROBES lookups in MS milliseconds, as ns each
+per_lookup_ns() { awk -v m="$1" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }'; }
 
 plan_ok() {
 	grep -q "Nested Loop" <<<"$3" || return 1
@@ -365,7 +375,7 @@ if ! skip probe; then
 			for k in probe probecpu; do
 				ms=${V["${k}_$w|$am"]:-}
 				[ -n "$ms" ] || continue
-				record "${k}_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
+				record "${k}_${w}_ns" "$am" "$(per_lookup_ns "$ms")" ns
 			done
 		done
 	done
@@ -383,8 +393,7 @@ if ! skip probe; then
 		ok=()
 		for v in pmhash:index btree:index pmhash:bitmap btree:bitmap hash:bitmap; do
 			am=${v%%:*} kind=${v#*:}
-			set_="$SETTINGS"
-			[ "$kind" = bitmap ] && set_="$SETTINGS SET enable_bitmapscan = on; SET enable_indexscan = off;"
+			set_=$(any_settings "$kind")
 			plan=$(sql -c "$set_" -c "EXPLAIN (COSTS OFF) $(any_query "t_$am" "'{1,2,3,4,5,6,7,8,9,10}'::int8[]")" 2>&1)
 			want="Index Scan using idx_$am on t_$am"
 			[ "$kind" = bitmap ] && want="Bitmap Index Scan on idx_$am"
@@ -406,8 +415,7 @@ if ! skip probe; then
 		for r in $(seq 1 "$REPEAT"); do
 			for v in "${ok[@]}"; do
 				am=${v%%:*} kind=${v#*:}
-				set_="$SETTINGS"
-				[ "$kind" = bitmap ] && set_="$SETTINGS SET enable_bitmapscan = on; SET enable_indexscan = off;"
+				set_=$(any_settings "$kind")
 				read -r ms cpu < <(timed_query "$set_" "SELECT any_probe('t_$am', 'pa_$w')")
 				[ -n "$ms" ] || continue
 				printf '    %-7s %-6s run %d: %s ms (backend CPU %s ms)\n' "$am" "$kind" "$r" "$ms" "${cpu:-?}"
@@ -418,7 +426,7 @@ if ! skip probe; then
 			for am in "${AMS[@]}"; do
 				ms=${V["any${kind}_$w|$am"]:-}
 				[ -n "$ms" ] || continue
-				record "any${kind}_${w}_ns" "$am" "$(awk -v m="$ms" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }')" ns
+				record "any${kind}_${w}_ns" "$am" "$(per_lookup_ns "$ms")" ns
 			done
 		done
 	done
