@@ -1092,6 +1092,22 @@ pmh_insert_new(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 }
 
 /*
+ * Start loading, to be written, the pool slot that pmh_insert_new would
+ * fill in segment segno (itself, not its overflow chain): the second step
+ * of a bulk insert's prefetching, once pmh_insert_prefetch_meta's lines
+ * have arrived.  Only a hint: the insert finds its slot again.
+ */
+void
+pmh_insert_prefetch_slot(const PmhPool *pool, const PmhSegMeta *meta,
+						 uint32 segno)
+{
+	int			slot = pmh_segment_free_slot(meta);
+
+	if (slot >= 0)
+		pmh_prefetch_write(&pmh_seg_entries(pool, segno)[slot]);
+}
+
+/*
  * Prepare free segment newseg as an empty overflow segment and link it at
  * the head of the chain of primary segment segno.  The new segment is
  * persistent before the 8-byte link that publishes it.

@@ -608,6 +608,24 @@ pmh_lookup_prefetch(const PmhPool *pool, const PmhSegMeta *meta,
 	}
 }
 
+/*
+ * Start loading what a bulk insert of hash into a segment reads and writes
+ * of its metadata: the first line, the hash's fingerprint bucket and the
+ * occupancy masks (two lines) that pmh_insert_new searches for a free slot.
+ * CREATE INDEX calls this for a batch of entries, then
+ * pmh_insert_prefetch_slot, then inserts them.
+ */
+static inline void
+pmh_insert_prefetch_meta(const PmhSegMeta *meta, uint64 hash)
+{
+	StaticAssertStmt(sizeof(meta->occ) == 2 * PMH_CACHELINE_BYTES,
+					 "the occupancy masks are two cache lines");
+	pmh_prefetch_write(meta);
+	pmh_fpt_prefetch(meta, hash);
+	pmh_prefetch_write(&meta->occ[0]);
+	pmh_prefetch_write(&meta->occ[PMH_SEG_BUCKETS / 2]);
+}
+
 /* the extension number of a log segment's word */
 static inline uint32
 pmh_segword_log_ext(uint64 word)
@@ -670,6 +688,8 @@ extern PmhInsertResult pmh_insert(PmhPool *pool, const PmhCallbacks *cb,
 extern PmhInsertResult pmh_insert_new(PmhPool *pool, const PmhCallbacks *cb,
 									  uint32 segno, uint64 hash, uint32 block,
 									  uint16 offset);
+extern void pmh_insert_prefetch_slot(const PmhPool *pool,
+									 const PmhSegMeta *meta, uint32 segno);
 extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
 							 uint32 segno, uint32 newseg);
 extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);

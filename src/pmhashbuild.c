@@ -133,9 +133,10 @@ pmhash_read_metapage(Relation index, PmhashMetaPageData *meta)
 
 /*
  * Insert the entries the heap scan has handed over, in their order.  First
- * the metadata each will touch (first line, fingerprint bucket) starts
- * loading for all of them, so that their cache misses overlap instead of
- * each stalling its insert.
+ * the metadata each will touch (first line, fingerprint bucket, occupancy
+ * masks) starts loading for all of them, then the pool slot each will
+ * fill, so that their cache misses overlap instead of each stalling its
+ * insert.
  *
  * The index lock is held only around a batch, not across the heap scan:
  * the scan runs user code (expressions, predicates) and must stay
@@ -144,6 +145,8 @@ pmhash_read_metapage(Relation index, PmhashMetaPageData *meta)
 static void
 pmhash_build_flush(PmhashBuildState *bs)
 {
+	uint32		segno[PMHASH_BUILD_BATCH];
+	PmhSegMeta *meta[PMHASH_BUILD_BATCH];
 	int			i;
 
 	if (bs->nwaiting == 0)
@@ -152,13 +155,12 @@ pmhash_build_flush(PmhashBuildState *bs)
 	bs->idx.mode = LW_EXCLUSIVE;
 	for (i = 0; i < bs->nwaiting; i++)
 	{
-		PmhSegMeta *meta = pmhash_seg_meta(&bs->idx,
-										   pmhash_lookup_segment(&bs->idx,
-																 bs->hashes[i]));
-
-		pmh_prefetch_write(meta);
-		pmh_fpt_prefetch(meta, bs->hashes[i]);
+		segno[i] = pmhash_lookup_segment(&bs->idx, bs->hashes[i]);
+		meta[i] = pmhash_seg_meta(&bs->idx, segno[i]);
+		pmh_insert_prefetch_meta(meta[i], bs->hashes[i]);
 	}
+	for (i = 0; i < bs->nwaiting; i++)
+		pmh_insert_prefetch_slot(&bs->idx.local->pool, meta[i], segno[i]);
 	for (i = 0; i < bs->nwaiting; i++)
 		pmhash_insert_entry(&bs->idx, bs->hashes[i], &bs->tids[i]);
 	LWLockRelease(&bs->idx.shared->lock);
