@@ -33,14 +33,121 @@
 void
 pmh_media_init(PmhMediaModel *m, int nlines)
 {
+	int			i;
+
+	StaticAssertStmt((PMH_MEDIA_HASH_SLOTS & (PMH_MEDIA_HASH_SLOTS - 1)) == 0 &&
+					 PMH_MEDIA_HASH_SLOTS >= 2 * PMH_MEDIA_MAX_LINES,
+					 "the index of lines is a power of two, at most half full");
 	if (nlines < 1)
 		nlines = 1;
 	if (nlines > PMH_MEDIA_MAX_LINES)
 		nlines = PMH_MEDIA_MAX_LINES;
 	memset(&m->total, 0, sizeof(m->total));
+	memset(m->index, 0, sizeof(m->index));
 	memset(m->lines, 0, sizeof(PmhMediaLine) * nlines);
+	for (i = 0; i < nlines; i++)
+	{
+		m->lines[i].newer = PMH_MEDIA_NONE;
+		m->lines[i].older = i + 1 < nlines ? i + 1 : PMH_MEDIA_NONE;
+	}
 	m->nlines = nlines;
 	m->clock = 0;
+	m->newest = PMH_MEDIA_NONE;
+	m->oldest = PMH_MEDIA_NONE;
+	m->free = 0;
+}
+
+/* the home slot of a line in the index */
+static int
+pmh_media_home(uint64 pool, uint64 line)
+{
+	uint64		h = (line * UINT64CONST(0x9E3779B97F4A7C15)) ^
+		(pool * UINT64CONST(0xC2B2AE3D27D4EB4F));
+
+	return (int) ((h ^ (h >> 29)) & (PMH_MEDIA_HASH_SLOTS - 1));
+}
+
+/* the index slot holding entry number e (which is resident) */
+static int
+pmh_media_index_slot(const PmhMediaModel *m, int e)
+{
+	int			i = pmh_media_home(m->lines[e].pool, m->lines[e].line);
+
+	while (m->index[i] != e + 1)
+		i = (i + 1) & (PMH_MEDIA_HASH_SLOTS - 1);
+	return i;
+}
+
+/*
+ * Remove entry number e from the index.  Linear probing without tombstones:
+ * later entries of the probe run move back into the hole when their home
+ * slot allows it.
+ */
+static void
+pmh_media_unindex(PmhMediaModel *m, int e)
+{
+	const int	mask = PMH_MEDIA_HASH_SLOTS - 1;
+	int			hole = pmh_media_index_slot(m, e);
+	int			j = hole;
+
+	for (;;)
+	{
+		int			home;
+
+		j = (j + 1) & mask;
+		if (m->index[j] == 0)
+			break;
+		home = pmh_media_home(m->lines[m->index[j] - 1].pool,
+							  m->lines[m->index[j] - 1].line);
+		/* it stays unless its home is cyclically outside (hole, j] */
+		if (((j - home) & mask) >= ((j - hole) & mask))
+		{
+			m->index[hole] = m->index[j];
+			hole = j;
+		}
+	}
+	m->index[hole] = 0;
+}
+
+/* take entry number e off the LRU list */
+static void
+pmh_media_unlink(PmhMediaModel *m, int e)
+{
+	PmhMediaLine *l = &m->lines[e];
+
+	if (l->newer != PMH_MEDIA_NONE)
+		m->lines[l->newer].older = l->older;
+	else
+		m->newest = l->older;
+	if (l->older != PMH_MEDIA_NONE)
+		m->lines[l->older].newer = l->newer;
+	else
+		m->oldest = l->newer;
+}
+
+/* a use of entry number e: stamp it and make it the most recently used */
+static void
+pmh_media_touch(PmhMediaModel *m, int e)
+{
+	PmhMediaLine *l = &m->lines[e];
+
+	if (l->lru != 0)
+	{
+		if (m->newest == e)
+		{
+			l->lru = ++m->clock;
+			return;
+		}
+		pmh_media_unlink(m, e);
+	}
+	l->lru = ++m->clock;
+	l->newer = PMH_MEDIA_NONE;
+	l->older = m->newest;
+	if (m->newest != PMH_MEDIA_NONE)
+		m->lines[m->newest].newer = e;
+	else
+		m->oldest = e;
+	m->newest = e;
 }
 
 /* what evicting an entry costs, without doing it */
@@ -64,6 +171,7 @@ static void
 pmh_media_evict(PmhMediaModel *m, PmhMediaLine *l, PmhMediaChargeFn charge,
 				void *arg)
 {
+	int			e = (int) (l - m->lines);
 	uint64		w;
 	uint64		r;
 	bool		whole;
@@ -80,38 +188,55 @@ pmh_media_evict(PmhMediaModel *m, PmhMediaLine *l, PmhMediaChargeFn charge,
 		if (charge)
 			charge(arg, l->owner, w, r);
 	}
+	pmh_media_unindex(m, e);
+	pmh_media_unlink(m, e);
 	memset(l, 0, sizeof(*l));
+	l->newer = PMH_MEDIA_NONE;
+	l->older = m->free;
+	m->free = e;
 }
 
 /* the entry of a resident line, or NULL */
 static PmhMediaLine *
 pmh_media_find(PmhMediaModel *m, uint64 pool, uint64 line)
 {
-	int			i;
+	int			i = pmh_media_home(pool, line);
 
-	for (i = 0; i < m->nlines; i++)
-		if (m->lines[i].lru != 0 && m->lines[i].pool == pool &&
-			m->lines[i].line == line)
-			return &m->lines[i];
+	for (; m->index[i] != 0; i = (i + 1) & (PMH_MEDIA_HASH_SLOTS - 1))
+	{
+		PmhMediaLine *l = &m->lines[m->index[i] - 1];
+
+		if (l->pool == pool && l->line == line)
+			return l;
+	}
 	return NULL;
 }
 
-/* a free entry for a new line, evicting the least recently used if full */
+/*
+ * A free entry for a new line, evicting the least recently used if full;
+ * the line is entered in the index (stamped by the caller's touch).
+ */
 static PmhMediaLine *
-pmh_media_slot(PmhMediaModel *m, PmhMediaChargeFn charge, void *arg)
+pmh_media_slot(PmhMediaModel *m, uint64 pool, uint64 line,
+			   PmhMediaChargeFn charge, void *arg)
 {
-	PmhMediaLine *victim = NULL;
+	PmhMediaLine *l;
+	int			e;
 	int			i;
 
-	for (i = 0; i < m->nlines; i++)
-	{
-		if (m->lines[i].lru == 0)
-			return &m->lines[i];
-		if (victim == NULL || m->lines[i].lru < victim->lru)
-			victim = &m->lines[i];
-	}
-	pmh_media_evict(m, victim, charge, arg);
-	return victim;
+	if (m->free == PMH_MEDIA_NONE)
+		pmh_media_evict(m, &m->lines[m->oldest], charge, arg);
+	e = m->free;
+	l = &m->lines[e];
+	m->free = l->older;
+	l->older = PMH_MEDIA_NONE;
+	l->pool = pool;
+	l->line = line;
+	for (i = pmh_media_home(pool, line); m->index[i] != 0;
+		 i = (i + 1) & (PMH_MEDIA_HASH_SLOTS - 1))
+		;
+	m->index[i] = e + 1;
+	return l;
 }
 
 /* sub-line mask of [offset, offset + len) within 256 B line "line" */
@@ -151,14 +276,12 @@ pmh_media_write(PmhMediaModel *m, uint64 pool, uint64 offset, size_t len,
 		else
 		{
 			m->total.write_misses++;
-			l = pmh_media_slot(m, charge, arg);
-			l->pool = pool;
-			l->line = line;
+			l = pmh_media_slot(m, pool, line, charge, arg);
 		}
 		l->dirty |= subs;
 		l->valid |= subs;
 		l->owner = owner;
-		l->lru = ++m->clock;
+		pmh_media_touch(m, (int) (l - m->lines));
 	}
 }
 
@@ -187,14 +310,12 @@ pmh_media_read(PmhMediaModel *m, uint64 pool, uint64 offset, size_t len,
 				charge(arg, owner, 0, PMH_MEDIA_LINE_BYTES);
 			if (l == NULL)
 			{
-				l = pmh_media_slot(m, charge, arg);
-				l->pool = pool;
-				l->line = line;
+				l = pmh_media_slot(m, pool, line, charge, arg);
 				l->owner = owner;
 			}
 			l->valid = PMH_MEDIA_ALL_SUBS;
 		}
-		l->lru = ++m->clock;
+		pmh_media_touch(m, (int) (l - m->lines));
 	}
 }
 
@@ -241,5 +362,8 @@ pmh_media_forget_pool(PmhMediaModel *m, uint64 pool)
 
 	for (i = 0; i < m->nlines; i++)
 		if (m->lines[i].lru != 0 && m->lines[i].pool == pool)
-			memset(&m->lines[i], 0, sizeof(m->lines[i]));
+		{
+			m->lines[i].dirty = 0;	/* no write-back, nobody charged */
+			pmh_media_evict(m, &m->lines[i], NULL, NULL);
+		}
 }

@@ -38,6 +38,10 @@ typedef struct PmhMediaCounters
 	uint64		media_bytes_read;
 } PmhMediaCounters;
 
+/* slots of the model's index of resident lines: a power of two, >= 2 x */
+#define PMH_MEDIA_HASH_SLOTS	(2 * PMH_MEDIA_MAX_LINES)
+#define PMH_MEDIA_NONE			(-1)	/* end of a list */
+
 /* one buffer entry */
 typedef struct PmhMediaLine
 {
@@ -46,14 +50,26 @@ typedef struct PmhMediaLine
 	uint32		owner;			/* whom to charge its media traffic */
 	uint8		dirty;			/* sub-lines written since it entered */
 	uint8		valid;			/* sub-lines holding data */
+	int16		newer;			/* LRU list neighbours (entry numbers), or */
+	int16		older;			/* PMH_MEDIA_NONE; "older" links free ones */
 	uint64		lru;			/* last use; 0 = entry unused */
 } PmhMediaLine;
 
+/*
+ * The buffer.  Resident lines are found through "index" (open addressing,
+ * linear probing: entry number + 1, 0 = empty) and kept on a list from the
+ * most to the least recently used, so that each access costs O(1) however
+ * large the buffer is; the server updates the model on every persist.
+ */
 typedef struct PmhMediaModel
 {
 	int			nlines;			/* capacity, 1..PMH_MEDIA_MAX_LINES */
 	uint64		clock;
 	PmhMediaCounters total;
+	int16		newest;			/* LRU list ends, or PMH_MEDIA_NONE */
+	int16		oldest;
+	int16		free;			/* unused entries, linked by "older" */
+	int16		index[PMH_MEDIA_HASH_SLOTS];
 	PmhMediaLine lines[PMH_MEDIA_MAX_LINES];
 } PmhMediaModel;
 

@@ -1121,6 +1121,246 @@ test_long_trace(void)
 	CHECK(g_model.clock == 16);
 }
 
+/* ---------------------------------------------------------------------
+ * A reference of the rules, for random traces
+ * ---------------------------------------------------------------------
+ */
+
+/* the reference's entries: the rules as written, with linear searches */
+typedef struct RefLine
+{
+	uint64		pool;
+	uint64		line;
+	uint32		owner;
+	uint8		dirty;
+	uint8		valid;
+	uint64		lru;			/* 0 = unused */
+} RefLine;
+
+typedef struct RefModel
+{
+	int			nlines;
+	uint64		clock;
+	PmhMediaCounters total;
+	uint64		written[MAX_OWNERS];
+	uint64		read[MAX_OWNERS];
+	RefLine		lines[PMH_MEDIA_MAX_LINES];
+} RefModel;
+
+static RefModel g_ref;
+
+/* the reference's eviction of entry l */
+static void
+ref_evict(RefLine *l)
+{
+	if (l->dirty != 0)
+	{
+		bool		whole = ((l->dirty | l->valid) & PMH_MEDIA_ALL_SUBS) ==
+			PMH_MEDIA_ALL_SUBS;
+
+		g_ref.total.media_bytes_written += PMH_MEDIA_LINE_BYTES;
+		g_ref.written[l->owner] += PMH_MEDIA_LINE_BYTES;
+		if (whole)
+			g_ref.total.whole_line_writes++;
+		else
+		{
+			g_ref.total.partial_line_writes++;
+			g_ref.total.media_bytes_read += PMH_MEDIA_LINE_BYTES;
+			g_ref.read[l->owner] += PMH_MEDIA_LINE_BYTES;
+		}
+	}
+	memset(l, 0, sizeof(*l));
+}
+
+/* the reference's entry for (pool, line): found, else a new one */
+static RefLine *
+ref_entry(uint64 pool, uint64 line, bool *hit)
+{
+	RefLine    *victim = NULL;
+	int			i;
+
+	for (i = 0; i < g_ref.nlines; i++)
+		if (g_ref.lines[i].lru != 0 && g_ref.lines[i].pool == pool &&
+			g_ref.lines[i].line == line)
+		{
+			*hit = true;
+			return &g_ref.lines[i];
+		}
+	*hit = false;
+	for (i = 0; i < g_ref.nlines; i++)
+	{
+		if (g_ref.lines[i].lru == 0)
+		{
+			victim = &g_ref.lines[i];
+			break;
+		}
+		if (victim == NULL || g_ref.lines[i].lru < victim->lru)
+			victim = &g_ref.lines[i];
+	}
+	if (victim->lru != 0)
+		ref_evict(victim);
+	victim->pool = pool;
+	victim->line = line;
+	return victim;
+}
+
+/* the reference's write (read) of [offset, offset + len) */
+static void
+ref_access(bool write, uint64 pool, uint64 offset, size_t len, uint32 owner)
+{
+	uint64		ln;
+
+	for (ln = offset / PMH_MEDIA_LINE_BYTES;
+		 ln * PMH_MEDIA_LINE_BYTES < offset + len; ln++)
+	{
+		uint64		lo = ln * PMH_MEDIA_LINE_BYTES;
+		uint64		first = (Max(offset, lo) - lo) / PMH_MEDIA_SUB_BYTES;
+		uint64		last = (Min(offset + len, lo + PMH_MEDIA_LINE_BYTES) - 1 - lo) /
+			PMH_MEDIA_SUB_BYTES;
+		uint8		subs = (uint8) (((1 << (last + 1)) - 1) & ~((1 << first) - 1));
+		bool		hit;
+		RefLine    *l = ref_entry(pool, ln, &hit);
+
+		if (write)
+		{
+			g_ref.total.flushed_sublines += last - first + 1;
+			if (hit)
+				g_ref.total.write_hits++;
+			else
+				g_ref.total.write_misses++;
+			l->dirty |= subs;
+			l->valid |= subs;
+			l->owner = owner;
+		}
+		else if (hit && (l->valid & subs) == subs)
+			g_ref.total.read_hits++;
+		else
+		{
+			g_ref.total.read_misses++;
+			g_ref.total.media_bytes_read += PMH_MEDIA_LINE_BYTES;
+			g_ref.read[owner] += PMH_MEDIA_LINE_BYTES;
+			if (!hit)
+				l->owner = owner;
+			l->valid = PMH_MEDIA_ALL_SUBS;
+		}
+		l->lru = ++g_ref.clock;
+	}
+}
+
+/* does the model under test agree with the reference, entry by entry? */
+static bool
+ref_agrees(const char *what, int step)
+{
+	int			i;
+	int			nref = 0;
+
+	if (memcmp(&g_model.total, &g_ref.total, sizeof(g_ref.total)) != 0 ||
+		g_model.clock != g_ref.clock ||
+		memcmp(g_log.written, g_ref.written, sizeof(g_ref.written)) != 0 ||
+		memcmp(g_log.read, g_ref.read, sizeof(g_ref.read)) != 0)
+	{
+		CHECKF(false, "%s, step %d: counters or charges differ", what, step);
+		return false;
+	}
+	for (i = 0; i < g_ref.nlines; i++)
+	{
+		const RefLine *r = &g_ref.lines[i];
+		const PmhMediaLine *l;
+
+		if (r->lru == 0)
+			continue;
+		nref++;
+		l = find_entry(r->pool, r->line);
+		if (l == NULL || l->dirty != r->dirty || l->valid != r->valid ||
+			l->owner != r->owner || l->lru != r->lru)
+		{
+			CHECKF(false, "%s, step %d: pool %llu line %llu differs", what, step,
+					  (unsigned long long) r->pool,
+					  (unsigned long long) r->line);
+			return false;
+		}
+	}
+	if (resident_count() != nref)
+	{
+		CHECKF(false, "%s, step %d: %d resident, reference %d", what, step,
+				  resident_count(), nref);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * Random traces against the reference: writes and reads over a few pools
+ * (a span of lines a little larger than the buffer, so that hits, misses
+ * and evictions all happen, and the index sees long probe runs), with the
+ * odd drain and pool removal.  The model must agree with the reference
+ * after every step, for buffers of 1 line to the largest.
+ */
+static void
+test_random_vs_reference(void)
+{
+	static const int sizes[] = {1, 2, 3, 8, 64, PMH_MEDIA_MAX_LINES};
+	uint64		seed = 0x5EED;
+	size_t		z;
+
+	for (z = 0; z < lengthof(sizes); z++)
+	{
+		int			nlines = sizes[z];
+		uint64		span = (uint64) nlines + nlines / 2 + 2;
+		int			step;
+		char		what[32];
+
+		snprintf(what, sizeof(what), "%d lines", nlines);
+		start(nlines);
+		memset(&g_ref, 0, sizeof(g_ref));
+		g_ref.nlines = nlines;
+		for (step = 0; step < 20000; step++)
+		{
+			uint64		r;
+			uint64		pool;
+			uint64		offset;
+			size_t		len;
+			uint32		owner;
+
+			seed = seed * UINT64CONST(6364136223846793005) + 1442695040888963407;
+			r = seed >> 16;
+			pool = 1 + r % 3;
+			offset = (r >> 2) % (span * PMH_MEDIA_LINE_BYTES);
+			len = 1 + (r >> 24) % (2 * PMH_MEDIA_LINE_BYTES);
+			owner = (uint32) ((r >> 40) % MAX_OWNERS);
+			switch ((r >> 44) % 1000)
+			{
+				case 0:
+					mdrain();
+					for (int i = 0; i < g_ref.nlines; i++)
+						if (g_ref.lines[i].lru != 0)
+							ref_evict(&g_ref.lines[i]);
+					break;
+				case 1:
+					pmh_media_forget_pool(&g_model, pool);
+					for (int i = 0; i < g_ref.nlines; i++)
+						if (g_ref.lines[i].lru != 0 &&
+							g_ref.lines[i].pool == pool)
+							memset(&g_ref.lines[i], 0, sizeof(RefLine));
+					break;
+				default:
+					if ((r >> 54) % 3 == 0)
+					{
+						mread(pool, offset, len, owner);
+						ref_access(false, pool, offset, len, owner);
+					}
+					else
+					{
+						mwrite(pool, offset, len, owner);
+						ref_access(true, pool, offset, len, owner);
+					}
+			}
+			if (!ref_agrees(what, step))
+				break;
+		}
+	}
+}
+
 static const TestDef tests[] = {
 	{"whole_line", test_whole_line},
 	{"coalesce_four_writes", test_coalesce},
@@ -1137,6 +1377,7 @@ static const TestDef tests[] = {
 	{"init_clamp", test_init_clamp},
 	{"no_callback", test_no_callback},
 	{"long_trace", test_long_trace},
+	{"random_vs_reference", test_random_vs_reference},
 };
 
 /* run every test and print the summary */
