@@ -614,13 +614,32 @@ fi
 # ------------------------------------------------------------- pgbench ---
 
 SCRIPTS=(select_only insert mixed ycsb_a)
+# backends_cpu_ticks: the CPU time (clock ticks) of the server's processes
+# that have exited so far: the kernel adds a child's time to its parent's
+# cutime and cstime when the postmaster reaps it
+backends_cpu_ticks() {
+	local pm
+	pm=$(head -n 1 "$PMH_CL_DATA/postmaster.pid" 2>/dev/null) || return 1
+	awk '{ print $16 + $17 }' "/proc/$pm/stat" 2>/dev/null
+}
+# pgbench_gone: wait (up to 5 s) until pgbench's backends have exited
+pgbench_gone() {
+	local n
+	for _ in $(seq 1 50); do
+		n=$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'") || return 1
+		[ "$n" = 0 ] && return 0
+		sleep 0.1
+	done
+	return 1
+}
 if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
+	TICK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
 	for s in "${SCRIPTS[@]}"; do
 		pmh_head "pgbench $s.sql, ${PGB_TIME}s per run, medians of $PGB_ROUNDS rounds"
 		for c in $CLIENTS; do
 			j=$((c < 2 ? c : 2))
-			declare -A RUNS=()
+			declare -A RUNS=() CPUS=()
 			# the methods take turns, round after round, so that a slow
 			# stretch of a shared machine hits all three alike
 			for ((round = 1; round <= PGB_ROUNDS; round++)); do
@@ -629,8 +648,12 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 						STATUS=1
 						continue
 					}
+					pgbench_gone
+					cpu0=$(backends_cpu_ticks)
 					out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
 					rc=$?
+					pgbench_gone && cpu1=$(backends_cpu_ticks) || cpu1=''
+					txns=$(sed -n -E 's/^number of transactions actually processed: ([0-9]+).*/\1/p' <<<"$out")
 					sql -c "ALTER TABLE pgb RENAME TO t_$am" >/dev/null || STATUS=1
 					tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
 					failed=$(sed -n -E 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
@@ -641,17 +664,26 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 						continue
 					fi
 					RUNS[$am]="${RUNS[$am]:-} $(printf '%.0f' "$tps")"
+					# backend CPU per transaction (us): the server's share
+					# of the work, which the machine's other users distort
+					# less than the transaction rate
+					if [ -n "$cpu0" ] && [ -n "$cpu1" ] && [ "${txns:-0}" -gt 0 ]; then
+						CPUS[$am]="${CPUS[$am]:-} $(awk -v d="$((cpu1 - cpu0))" -v t="$TICK" -v n="$txns" 'BEGIN { printf "%.1f", d * 1e6 / t / n }')"
+					fi
 				done
 			done
 			for am in "${AMS[@]}"; do
 				[ -n "${RUNS[$am]:-}" ] || continue
 				# shellcheck disable=SC2086 # the runs are words
 				tps=$(median ${RUNS[$am]})
-				printf '    %2d clients %-7s %10.0f tps (runs:%s)\n' "$c" "$am" "$tps" "${RUNS[$am]}"
+				# shellcheck disable=SC2086
+				cpu=$(median ${CPUS[$am]:-})
+				printf '    %2d clients %-7s %10.0f tps (runs:%s), backend CPU %s us / transaction\n' "$c" "$am" "$tps" "${RUNS[$am]}" "${cpu:-n/a}"
 				record "pgbench_${s}_c${c}_tps" "$am" "$tps" tps
 				record "pgbench_${s}_c${c}_runs" "$am" "${RUNS[$am]# }" tps
+				[ -n "$cpu" ] && record "pgbench_${s}_c${c}_cpu_us" "$am" "$cpu" us
 			done
-			unset RUNS
+			unset RUNS CPUS
 		done
 		[ "$s" = select_only ] || sql -c "VACUUM t_pmhash, t_btree, t_hash" >/dev/null || STATUS=1
 	done
@@ -758,6 +790,19 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 				[ "$s" = insert ] && tgt=">= btree: $(verdict_ge "$(ratio "$p" "$b")" 1)"
 				printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(num_or_na "$p")" \
 					"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")" "$tgt"
+			done
+		done
+		echo
+		echo "The same runs, as the CPU time the server's backends used per transaction (us; lower is better; the medians of the runs; from the postmaster's reaped-children times, so it includes the backends' parsing, planning, executor and commit, and a few ms of this script's own sessions per run). Where two transaction rates differ more than these do, the difference is the machine's scheduling rather than the access method:"
+		echo
+		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash |"
+		echo "| --- | --- | --- | --- | --- | --- | --- |"
+		for s in "${SCRIPTS[@]}"; do
+			for c in $CLIENTS; do
+				m=pgbench_${s}_c${c}_cpu_us
+				p=$(val "$m" pmhash) b=$(val "$m" btree) h=$(val "$m" hash)
+				printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(num_or_na "$p")" \
+					"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")"
 			done
 		done
 	fi
