@@ -186,3 +186,27 @@ SELECT entries, global_depth > 0 AS grew, segments > 1 AS split
 DROP TABLE sc;
 DROP FUNCTION sc_compare(int8);
 DROP FUNCTION sc_compare_any(int8[]);
+
+-- CREATE INDEX splits the empty index up front for the rows the table is
+-- estimated to hold, as the hash AM sizes its buckets.  The estimate here
+-- is stale on purpose: ANALYZE saw 200000 rows, 100 are left.
+CREATE TABLE sz (k int8, n int8);
+INSERT INTO sz SELECT g, CASE WHEN g <= 100 THEN g END
+	FROM generate_series(1, 200000) g;
+ANALYZE sz;
+DELETE FROM sz WHERE k > 100;
+CREATE INDEX sz_k ON sz USING pmhash (k);
+SELECT entries, segments, global_depth FROM pmhash_stats('sz_k');
+-- a partial index gets no estimate (its predicate's selectivity is unknown)
+CREATE INDEX sz_p ON sz USING pmhash (k) WHERE k > 0;
+SELECT entries, segments, global_depth FROM pmhash_stats('sz_p');
+-- neither do the keys ANALYZE saw NULL
+CREATE INDEX sz_n ON sz USING pmhash (n);
+SELECT entries, segments, global_depth FROM pmhash_stats('sz_n');
+-- the presized index answers like the others
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT count(*) FROM generate_series(-5, 105) p JOIN sz ON sz.k = p;
+SELECT count(*) FROM generate_series(-5, 105) p JOIN sz ON sz.n = p;
+RESET ALL;
+SELECT * FROM pmhash_check('sz_k');
+DROP TABLE sz;
