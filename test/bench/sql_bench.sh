@@ -722,6 +722,27 @@ row() {
 		"$(num_or_na "$h")" "$rb" "$rh" "${3:-}"
 }
 
+# pgbench_rows UNIT [targets]: a table row per pgbench script and client
+# count of metric pgbench_<script>_c<clients>_UNIT; with "targets", a last
+# column judging the transaction rate against the issue's targets
+pgbench_rows() {
+	local s c m p b h tgt
+	for s in "${SCRIPTS[@]}"; do
+		for c in $CLIENTS; do
+			m=pgbench_${s}_c${c}_$1
+			p=$(val "$m" pmhash) b=$(val "$m" btree) h=$(val "$m" hash)
+			tgt=''
+			if [ "${2:-}" = targets ]; then
+				[ "$s" = select_only ] && tgt=">= hash: $(verdict_ge "$(ratio "$p" "$h")" 1)"
+				[ "$s" = insert ] && tgt=">= btree: $(verdict_ge "$(ratio "$p" "$b")" 1)"
+				tgt=" $tgt |"
+			fi
+			printf '| %s | %s | %s | %s | %s | %s | %s |%s\n' "$s" "$c" "$(num_or_na "$p")" \
+				"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")" "$tgt"
+		done
+	done
+}
+
 PROBE_TARGET_B=$(ratio "$(val probe_pos_uniform_ns pmhash)" "$(val probe_pos_uniform_ns btree)")
 PROBE_TARGET_H=$(ratio "$(val probe_pos_uniform_ns pmhash)" "$(val probe_pos_uniform_ns hash)")
 UPKEEP_H=$(ratio "$(val insert_upkeep_ms pmhash)" "$(val insert_upkeep_ms hash)")
@@ -781,30 +802,13 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 		echo
 		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
 		echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
-		for s in "${SCRIPTS[@]}"; do
-			for c in $CLIENTS; do
-				m=pgbench_${s}_c${c}_tps
-				p=$(val "$m" pmhash) b=$(val "$m" btree) h=$(val "$m" hash)
-				tgt=''
-				[ "$s" = select_only ] && tgt=">= hash: $(verdict_ge "$(ratio "$p" "$h")" 1)"
-				[ "$s" = insert ] && tgt=">= btree: $(verdict_ge "$(ratio "$p" "$b")" 1)"
-				printf '| %s | %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(num_or_na "$p")" \
-					"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")" "$tgt"
-			done
-		done
+		pgbench_rows tps targets
 		echo
 		echo "The same runs, as the CPU time the server's backends used per transaction (us; lower is better; the medians of the runs; from the postmaster's reaped-children times, so it includes the backends' parsing, planning, executor and commit, and a few ms of this script's own sessions per run). Where two transaction rates differ more than these do, the difference is the machine's scheduling rather than the access method:"
 		echo
 		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash |"
 		echo "| --- | --- | --- | --- | --- | --- | --- |"
-		for s in "${SCRIPTS[@]}"; do
-			for c in $CLIENTS; do
-				m=pgbench_${s}_c${c}_cpu_us
-				p=$(val "$m" pmhash) b=$(val "$m" btree) h=$(val "$m" hash)
-				printf '| %s | %s | %s | %s | %s | %s | %s |\n' "$s" "$c" "$(num_or_na "$p")" \
-					"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")"
-			done
-		done
+		pgbench_rows cpu_us
 	fi
 	echo
 	echo "Plots: sql_probe.png (probe cost per lookup), sql_ratios.png (pmhash / btree and pmhash / hash), sql_pgbench.png (TPS by clients). Total run time $(pmh_elapsed "$T_START") s."
