@@ -220,6 +220,7 @@ static void
 pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
 {
 	BlockNumber relpages;
+	BlockNumber actual;
 	double		reltuples;
 	double		allvisfrac;
 	double		nsegs;
@@ -229,6 +230,10 @@ pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
 	if (indexInfo->ii_Predicate != NIL)
 		return;
 	estimate_rel_size(heap, NULL, &relpages, &reltuples, &allvisfrac);
+	/* the planner assumes 10 pages of a small table never vacuumed: not us */
+	actual = RelationGetNumberOfBlocks(heap);
+	if (actual < relpages)
+		reltuples *= (double) actual / relpages;
 	reltuples *= 1.0 - pmhash_build_null_fraction(heap, indexInfo);
 	nsegs = reltuples / (PMH_SEG_SLOTS * PMHASH_BUILD_PRESIZE_LOAD);
 	while (depth < PMH_MAX_DEPTH && nsegs >= 2.0)
