@@ -34,6 +34,14 @@
  */
 #define PMHASH_BUILD_PRESIZE_LOAD	0.9
 
+/*
+ * Presizing takes at most 1 / this of pmhash.shared_memory for the segments'
+ * shared state: the estimate may be stale (rows deleted since ANALYZE), and
+ * the build must not fail for lack of memory that the real entries would
+ * not have needed.
+ */
+#define PMHASH_BUILD_PRESIZE_SHMEM_SHARE	4
+
 typedef struct PmhashBuildState
 {
 	PmhashIndex idx;
@@ -212,9 +220,10 @@ pmhash_build_null_fraction(Relation heap, IndexInfo *indexInfo)
  * the heap's estimated rows will need, as the hash AM sizes its buckets
  * before a build: splitting an empty segment moves nothing, while each of
  * the splits the load would otherwise make moves half a segment.  The
- * estimate leaves out the rows ANALYZE saw with a NULL key.  A partial
- * index gets none (its predicate's selectivity is unknown), nor does a
- * table too small to fill two segments.
+ * estimate leaves out the rows ANALYZE saw with a NULL key, and the
+ * presized segments take at most a quarter of pmhash.shared_memory.  A
+ * partial index gets no estimate (its predicate's selectivity is
+ * unknown), nor does a table too small to fill two segments.
  */
 static void
 pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
@@ -236,6 +245,10 @@ pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
 		reltuples *= (double) actual / relpages;
 	reltuples *= 1.0 - pmhash_build_null_fraction(heap, indexInfo);
 	nsegs = reltuples / (PMH_SEG_SLOTS * PMHASH_BUILD_PRESIZE_LOAD);
+	/* an estimate can be stale: never more than a quarter of the memory */
+	nsegs = Min(nsegs, (double) pmhash_shared_memory_mb * 1024 * 1024 /
+				PMHASH_BUILD_PRESIZE_SHMEM_SHARE /
+				(sizeof(PmhSegMeta) + sizeof(PmhashSegSlot)));
 	while (depth < PMH_MAX_DEPTH && nsegs >= 2.0)
 	{
 		depth++;

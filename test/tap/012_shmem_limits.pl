@@ -207,4 +207,25 @@ is($node->safe_psql('postgres', qq{
 $node->safe_psql('postgres', "DROP TABLE $s[4]");
 is(count_index('q', 10), '1', 'dropping an index makes room for another');
 
+# 5. CREATE INDEX splits a new index up front for the table's estimated
+# rows, but never into more than a quarter of pmhash.shared_memory: an
+# estimate gone stale (ANALYZE saw 200000 rows, 100 are left, which would
+# mean 128 segments) must not make it fail for lack of memory
+$node->append_conf('postgresql.conf', "pmhash.max_indexes = 64\n");
+$node->restart;
+$node->safe_psql('postgres', q{
+	CREATE TABLE st (k int4);
+	INSERT INTO st SELECT generate_series(1, 200000);
+	ANALYZE st;
+	DELETE FROM st WHERE k > 100});
+($ret, $out, $err) =
+  $node->psql('postgres', 'CREATE INDEX st_k ON st USING pmhash (k)');
+is($ret, 0, 'a stale row estimate does not use up the shared memory')
+  or diag($err);
+my $segs = $node->safe_psql('postgres',
+	q{SELECT segments FROM pmhash_stats('st_k')});
+ok($segs > 1 && $segs < 128,
+	"the index was presized within the budget ($segs segments)");
+is(count_index('st', 42), '1', 'and it finds its rows');
+
 done_testing();
