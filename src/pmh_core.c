@@ -679,8 +679,7 @@ pmh_fpt_verify(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 			if (sl == 0)
 				continue;
 			slot = sl - 1;
-			if (slot >= PMH_SEG_SLOTS ||
-				!((meta->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1))
+			if (slot >= PMH_SEG_SLOTS || !pmh_meta_is_live(meta, slot))
 			{
 				snprintf(msg, msglen, "segment %u: fingerprint bucket %d way %d names slot %d, which is not live",
 						 segno, b, w, slot);
@@ -712,8 +711,7 @@ pmh_fpt_verify(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 	}
 	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
 	{
-		if (((meta->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1) &&
-			!seen[slot])
+		if (pmh_meta_is_live(meta, slot) && !seen[slot])
 		{
 			snprintf(msg, msglen, "segment %u slot %d: live but not in the fingerprint table",
 					 segno, slot);

@@ -499,6 +499,13 @@ pmh_fpt_bucket(uint64 hash)
 	return (int) (((uint64) x * PMH_FPT_BUCKETS) >> 32);
 }
 
+/* is slot "slot" of a segment live, as its metadata's occupancy says? */
+static inline bool
+pmh_meta_is_live(const PmhSegMeta *meta, int slot)
+{
+	return (meta->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1;
+}
+
 /* is fingerprint bucket b marked passed (see PmhFpBucket)? */
 static inline bool
 pmh_fpt_is_passed(const PmhSegMeta *meta, int b)

@@ -192,9 +192,8 @@ pmhash_check_segment(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 
 	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
 	{
-		int			b = slot / PMH_BUCKET_SLOTS;
 		bool		in_pool = pmh_entry_is_live(&e[slot], owner_word);
-		bool		in_meta = (meta->occ[b] >> (slot % PMH_BUCKET_SLOTS)) & 1;
+		bool		in_meta = pmh_meta_is_live(meta, slot);
 
 		if (in_pool != in_meta)
 			pmhash_problem(st, "segment %u slot %d: pool says %s, shared memory says %s",

@@ -170,7 +170,6 @@ pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 		bool		deleted = false;
 		int			b;
 
-
 		for (b = 0; b < PMH_SEG_BUCKETS && rc == 0; b++)
 			if (vs->dead[k * PMH_SEG_BUCKETS + b] != 0)
 			{

@@ -841,7 +841,7 @@ fz_collect(const FzPool *fp, bool pending, size_t *n)
 		}
 		for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
 		{
-			if (!((m->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1))
+			if (!pmh_meta_is_live(m, slot))
 				continue;
 			v[*n].hash = e[slot].hash;
 			v[*n].tag = e[slot].tag;
@@ -909,7 +909,7 @@ fz_check_entries(const FzPool *fp, uint32 s, uint64 owner_word, const char *what
 
 	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
 	{
-		bool		occ = (m->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1;
+		bool		occ = pmh_meta_is_live(m, slot);
 		bool		live = pmh_entry_is_live(&e[slot], owner_word);
 
 		FZ_ASSERT(occ == live,

@@ -1766,8 +1766,7 @@ test_torn_entries(void)
 	for (k = 0; k < PMH_SEG_SLOTS; k++)
 	{
 		const PmhEntry *e = &pmh_seg_entries(&tp.pool, p)[k];
-		bool		occupied = (tp.meta[p].occ[k / PMH_BUCKET_SLOTS] >>
-								(k % PMH_BUCKET_SLOTS)) & 1;
+		bool		occupied = pmh_meta_is_live(&tp.meta[p], k);
 
 		if (!occupied && e->hash == 0 && e->tag == 0 && slot < 0)
 			slot = k;

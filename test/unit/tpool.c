@@ -654,7 +654,7 @@ check_slots(TPool *tp, uint32 segno, uint64 owner_word, const char *what)
 
 	for (slot = 0; slot < PMH_SEG_SLOTS; slot++)
 	{
-		if (!(m->occ[slot / PMH_BUCKET_SLOTS] & (1 << (slot % PMH_BUCKET_SLOTS))))
+		if (!pmh_meta_is_live(m, slot))
 			continue;
 		if (!CHECKF(pmh_entry_is_live(&e[slot], owner_word),
 					"%s: segment %u slot %d is live in the metadata, not in the pool",
