@@ -736,7 +736,11 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
  * Probe one segment for hash: the fingerprint table gives the live slots
  * whose fingerprint matches, from the hash's bucket (one cache line) and
  * any after it that entries went on to; their entries start loading
- * together, then are compared.  Inlined with its callback, as with pmh_probe:
+ * together, then are compared.  An optimistic lookup (see
+ * pmh_version_read_begin) runs this while the segment may change: each
+ * slot number is read once and checked, and the candidates have room for
+ * every way of the table, in case a rebuild shows a slot in two buckets.
+ * Inlined with its callback, as with pmh_probe:
  * how many instructions a lookup runs after its last miss decides whether
  * the next lookup's misses start under it: with the calls through function
  * pointers, pmh_bench's one-at-a-time lookups ran about 30 % slower.
@@ -747,7 +751,7 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 {
 	uint16		fp = pmh_meta_fp(hash);
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
-	uint16		cand[PMH_SEG_SLOTS];
+	uint16		cand[PMH_FPT_BUCKETS * PMH_FPT_WAYS];	/* every way once */
 	int			ncand = 0;
 	int			seq[PMH_FPT_BUCKETS];
 	int			nseq;
@@ -764,12 +768,15 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 		while (c)
 		{
 			int			w = pg_rightmost_one_pos32(c);
+			uint32		slot;
 
 			c &= c - 1;
-			if (bk->slot[w] == 0)
+			/* (0, an unused way, wraps around and is skipped) */
+			slot = (uint32) pmh_fpt_way_slot(bk, w) - 1;
+			if (slot >= PMH_SEG_SLOTS)
 				continue;
-			cand[ncand] = bk->slot[w] - 1;
-			pmh_prefetch(&entries[cand[ncand]]);
+			cand[ncand] = (uint16) slot;
+			pmh_prefetch(&entries[slot]);
 			ncand++;
 		}
 	}
@@ -1570,10 +1577,12 @@ int
 pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash, uint64 *tags,
 				   int n, int maxtags)
 {
+	/* read once and bounded: an optimistic lookup reads it as it changes */
+	uint32		np = Min(__atomic_load_n(&meta->npending, __ATOMIC_RELAXED),
+						 PMH_DBUCKET_SLOTS);
 	uint32		c;
 
-	c = pmh_fp_candidates(meta->pending_fp,
-						  ((uint32) 1 << meta->npending) - 1,
+	c = pmh_fp_candidates(meta->pending_fp, ((uint32) 1 << np) - 1,
 						  pmh_meta_fp(hash));
 	while (c)
 	{

@@ -525,6 +525,18 @@ pmh_fpt_match(const PmhFpBucket *bk, uint16 fp)
 }
 
 /*
+ * The slot number (plus one; 0 = unused) of way w of a fingerprint bucket,
+ * read once: lookups without the segment lock (pmh_lookup_prefetch, an
+ * optimistic pmh_lookup) check the value they use, and the compiler must
+ * not read it again.
+ */
+static inline uint16
+pmh_fpt_way_slot(const PmhFpBucket *bk, int w)
+{
+	return __atomic_load_n(&bk->slot[w], __ATOMIC_RELAXED);
+}
+
+/*
  * Start loading the fingerprint bucket of hash in a segment's table, to be
  * written: a relocation does this for all of its entries first, so that
  * the 16 misses overlap instead of each stalling an insert.
@@ -580,6 +592,62 @@ pmh_seg_entries(const PmhPool *pool, uint32 segno)
 }
 
 /*
+ * Optimistic lookups.  The caller keeps a version word beside each primary
+ * segment's lock: even while nobody holds the lock exclusively, odd while
+ * someone does; it goes up by one when the lock is taken exclusively
+ * (pmh_version_write_begin) and again before it is let go
+ * (pmh_version_write_end; a lock released without it leaves the version
+ * odd, which the next writer's pmh_version_write_begin copes with).
+ * Everything that changes a segment, its chain,
+ * its D-bucket or its metadata does so under that lock.  A lookup may then
+ * read without the lock: it notes the version (pmh_version_read_begin),
+ * runs pmh_lookup and pmh_pending_lookup, and keeps what they found only
+ * if the version was even and is unchanged (pmh_version_read_valid);
+ * otherwise it looks again under the lock.  pmh_lookup and
+ * pmh_pending_lookup are written to survive a segment that changes under
+ * them: every field they read is stored whole and always holds a value in
+ * range, and every loop is bounded.  The lookup takes no atomic operation
+ * and writes no shared cache line.  (Chains change only with the index
+ * lock exclusive, which an optimistic lookup's shared index lock excludes.)
+ */
+static inline uint32
+pmh_version_read_begin(const uint32 *version)
+{
+	return __atomic_load_n(version, __ATOMIC_ACQUIRE);
+}
+
+/* did the reads since pmh_version_read_begin returned "begin" see no writer? */
+static inline bool
+pmh_version_read_valid(const uint32 *version, uint32 begin)
+{
+	/* the reads before this fence are done before the version is read */
+	__atomic_thread_fence(__ATOMIC_ACQUIRE);
+	return (begin & 1) == 0 &&
+		__atomic_load_n(version, __ATOMIC_RELAXED) == begin;
+}
+
+/*
+ * Just after taking the segment lock exclusively: the version turns odd.
+ * (It may be odd already, if a holder failed and its lock was released
+ * without pmh_version_write_end, as PostgreSQL's error recovery releases
+ * LWLocks: then it goes up by two, to another odd value.)
+ */
+static inline void
+pmh_version_write_begin(uint32 *version)
+{
+	__atomic_store_n(version, (*version + 1) | 1, __ATOMIC_RELAXED);
+	/* the odd version is stored before anything the writer changes */
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+}
+
+/* just before letting the exclusive segment lock go: even again */
+static inline void
+pmh_version_write_end(uint32 *version)
+{
+	__atomic_store_n(version, (*version | 1) + 1, __ATOMIC_RELEASE);
+}
+
+/*
  * Keys a batched lookup (a scan of "= ANY (array)") works on together:
  * enough for their cache misses to overlap, few enough for their lines to
  * stay in cache until used.
@@ -607,7 +675,7 @@ pmh_lookup_prefetch(const PmhPool *pool, const PmhSegMeta *meta,
 	while (c)
 	{
 		int			w = pg_rightmost_one_pos32(c);
-		uint32		slot = (uint32) bk->slot[w] - 1;
+		uint32		slot = (uint32) pmh_fpt_way_slot(bk, w) - 1;
 
 		c &= c - 1;
 		if (slot < PMH_SEG_SLOTS)

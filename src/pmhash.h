@@ -84,6 +84,8 @@ typedef struct PmhashSegSlot
 								 * is taken, and for unloaded primaries */
 	uint32		rec_first;
 	uint32		rec_count;
+	uint32		version;		/* odd while the lock is held exclusively:
+								 * see pmh_version_read_begin */
 } PmhashSegSlot;
 
 /*
@@ -341,6 +343,9 @@ extern void pmhash_recover_free_list(PmhashShared *shared);
 extern bool pmhash_lock_segment(PmhashIndex *idx, uint32 segno,
 								LWLockMode mode);
 extern void pmhash_unlock_segment(PmhashIndex *idx, uint32 segno);
+extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
+									 uint64 hash, uint64 *tags, int max,
+									 int *n);
 extern void pmhash_load_all(PmhashIndex *idx, bool yield);
 
 /* pmhashworker.c: loading every index after a start */

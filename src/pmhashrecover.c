@@ -387,6 +387,33 @@ pmhash_load_exclusive(PmhashIndex *idx, uint32 segno)
 }
 
 /*
+ * Take a segment's lock in mode.  Taken exclusively, the segment's version
+ * turns odd until pmhash_seg_release: optimistic lookups
+ * (pmhash_lookup_optimistic) that overlap the holder see that and look
+ * again under the lock.
+ */
+static inline void
+pmhash_seg_acquire(PmhashSegSlot *slot, LWLockMode mode)
+{
+	LWLockAcquire(&slot->lock, mode);
+	if (mode == LW_EXCLUSIVE)
+		pmh_version_write_begin(&slot->version);
+}
+
+/*
+ * Let go of a segment's lock taken by pmhash_seg_acquire.  (An ERROR while
+ * the lock is held exclusively releases it without this, and leaves the
+ * version odd: optimistic lookups use the lock until the next writer.)
+ */
+static inline void
+pmhash_seg_release(PmhashSegSlot *slot)
+{
+	if (LWLockHeldByMeInMode(&slot->lock, LW_EXCLUSIVE))
+		pmh_version_write_end(&slot->version);
+	LWLockRelease(&slot->lock);
+}
+
+/*
  * Lock primary segment segno in mode, loading it first if this is its
  * first use since the restart.  With the index lock exclusive no segment
  * lock is taken (nobody else can hold one).  Returns true with the segment
@@ -414,25 +441,25 @@ pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 	/* "blocked" is set and cleared under the index lock exclusive */
 	if (likely(!shared->load_blocked))
 	{
-		LWLockAcquire(&slot->lock, mode);
+		pmhash_seg_acquire(slot, mode);
 		if (likely(slot->loaded))
 			return true;
 		if (mode != LW_EXCLUSIVE)
 		{
-			LWLockRelease(&slot->lock);
-			LWLockAcquire(&slot->lock, LW_EXCLUSIVE);
+			pmhash_seg_release(slot);
+			pmhash_seg_acquire(slot, LW_EXCLUSIVE);
 		}
 		if (slot->loaded || pmhash_load_segment_shared(idx, segno, slot))
 		{
 			if (mode != LW_EXCLUSIVE)
 			{
 				/* loaded stays loaded while the index lock is held */
-				LWLockRelease(&slot->lock);
-				LWLockAcquire(&slot->lock, mode);
+				pmhash_seg_release(slot);
+				pmhash_seg_acquire(slot, mode);
 			}
 			return true;
 		}
-		LWLockRelease(&slot->lock);
+		pmhash_seg_release(slot);
 	}
 
 	/* load with the index lock exclusive, then look again */
@@ -447,7 +474,37 @@ void
 pmhash_unlock_segment(PmhashIndex *idx, uint32 segno)
 {
 	if (idx->mode != LW_EXCLUSIVE)
-		LWLockRelease(&pmhash_seg_slot(idx, segno)->lock);
+		pmhash_seg_release(pmhash_seg_slot(idx, segno));
+}
+
+/*
+ * Look hash up in primary segment segno without its lock, as
+ * pmh_version_read_begin describes (index lock shared): the segment and its
+ * chain, then its D-bucket, into tags[0..max-1].  Returns false when a
+ * writer held or took the segment meanwhile, or the segment is not loaded
+ * yet: then nothing it found may be used, and the caller looks again under
+ * the lock.  Else sets *n to the number of entries, which may exceed max.
+ */
+bool
+pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
+						 uint64 *tags, int max, int *n)
+{
+	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
+	uint32		version;
+	int			found;
+
+	Assert(idx->mode == LW_SHARED);
+	version = pmh_version_read_begin(&slot->version);
+	/* (an odd version fails the check below anyway: skip the reads) */
+	if ((version & 1) != 0 || !slot->loaded || idx->shared->load_blocked)
+		return false;
+	found = pmh_lookup(&idx->local->pool, &idx->cb, segno, hash, tags, max);
+	found = pmh_pending_lookup(meta, hash, tags, found, max);
+	if (!pmh_version_read_valid(&slot->version, version))
+		return false;
+	*n = found;
+	return true;
 }
 
 /*

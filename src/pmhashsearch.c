@@ -307,7 +307,8 @@ pmhash_add_own(PmhashIndex *idx, uint64 hash, uint64 *tags, int n, int max)
  * Look one hash up with the index lock held (shared) and store the tag
  * words found at tags[0..max-1]: the segment and its chain, its D-bucket,
  * the own collecting log.  Returns how many there are, which may exceed
- * max.
+ * max.  The segment is read without its lock first, and again under it
+ * only if a writer got in the way (pmhash_lookup_optimistic).
  */
 static int
 pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
@@ -318,11 +319,14 @@ pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
 		int			n;
 
 		/*
-		 * Start loading the metadata, so that its misses overlap the lock's;
-		 * the first use since a restart loads the segment (and may change
-		 * the structure: look the segment up again).
+		 * Start loading the metadata, so that its misses overlap the
+		 * version's (or the lock's); the first use since a restart loads
+		 * the segment (and may change the structure: look the segment up
+		 * again).
 		 */
 		pmh_meta_prefetch(pmhash_seg_meta(idx, segno), hash);
+		if (pmhash_lookup_optimistic(idx, segno, hash, tags, max, &n))
+			return pmhash_add_own(idx, hash, tags, n, max);
 		if (!pmhash_lock_segment(idx, segno, LW_SHARED))
 			continue;
 		n = pmh_lookup(&idx->local->pool, &idx->cb, segno, hash, tags, max);
@@ -365,7 +369,7 @@ pmhash_collect_batch(IndexScanDesc scan)
 		{
 			segno[i] = pmhash_lookup_segment(&idx, hash[i]);
 			pmh_meta_prefetch(pmhash_seg_meta(&idx, segno[i]), hash[i]);
-			pmh_prefetch_write(&pmhash_seg_slot(&idx, segno[i])->lock);
+			pmh_prefetch(&pmhash_seg_slot(&idx, segno[i])->version);
 		}
 		/* (the metadata of a segment not loaded yet is not initialised) */
 		for (i = 0; i < nk; i++)

@@ -47,6 +47,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <pthread.h>
 #include <signal.h>
 #include <stdarg.h>
 #include <sys/mman.h>
@@ -4421,6 +4422,242 @@ done:
 	tpool_close(&tp);
 }
 
+/* ---------------------------------------------------------------------
+ * Optimistic lookups (pmh_version_read_begin)
+ * ---------------------------------------------------------------------
+ */
+
+#define OPT_STABLE		200		/* entries never touched after set-up */
+#define OPT_CHURN		400		/* at most this many others at a time */
+
+typedef struct OptShared
+{
+	TPool	   *tp;
+	uint32		version;		/* the segment's version word */
+	pthread_mutex_t lock;		/* the segment's lock (exclusive only) */
+	uint64		stable_hash[OPT_STABLE];
+	uint64		stable_tag[OPT_STABLE];
+	uint64		absent_hash[OPT_STABLE];
+	volatile int done;			/* the writer has finished */
+	/* the reader's counts */
+	uint64		lookups;
+	uint64		retries;
+	uint64		wrong;			/* validated answers that were wrong */
+	uint64		wrong_locked;	/* answers under the lock that were wrong */
+	char		first_wrong[128];
+} OptShared;
+
+/*
+ * The reader: look stable and absent hashes up without the lock, as the
+ * server's scans do, until the writer is done (and at least 10000 times).
+ * An answer kept after the version check must be exact; else the lookup is
+ * done again under the lock, which must be exact too.
+ */
+static void *
+opt_reader(void *arg)
+{
+	OptShared  *o = (OptShared *) arg;
+	TPool	   *tp = o->tp;
+	uint64		x = 0x9E3779B97F4A7C15;
+
+	while (!__atomic_load_n(&o->done, __ATOMIC_ACQUIRE) || o->lookups < 10000)
+	{
+		int			i;
+		bool		absent;
+		uint64		hash;
+		uint64		tags[PMH_BUCKET_SLOTS];
+		uint32		v;
+		int			n;
+		bool		ok;
+
+		x ^= x << 13;
+		x ^= x >> 7;
+		x ^= x << 17;
+		i = (int) (x % OPT_STABLE);
+		absent = (x >> 40) & 1;
+		hash = absent ? o->absent_hash[i] : o->stable_hash[i];
+		o->lookups++;
+
+		v = pmh_version_read_begin(&o->version);
+		n = pmh_lookup(&tp->pool, &tp->cb, 0, hash, tags, PMH_BUCKET_SLOTS);
+		n = pmh_pending_lookup(&tp->meta[0], hash, tags, n, PMH_BUCKET_SLOTS);
+		if (pmh_version_read_valid(&o->version, v))
+		{
+			ok = absent ? n == 0 : (n == 1 && tags[0] == o->stable_tag[i]);
+			if (!ok && o->wrong++ == 0)
+				snprintf(o->first_wrong, sizeof(o->first_wrong),
+						 "%s hash %016llx: %d entries",
+						 absent ? "absent" : "stable",
+						 (unsigned long long) hash, n);
+			continue;
+		}
+		o->retries++;
+		pthread_mutex_lock(&o->lock);
+		n = pmh_lookup(&tp->pool, &tp->cb, 0, hash, tags, PMH_BUCKET_SLOTS);
+		n = pmh_pending_lookup(&tp->meta[0], hash, tags, n, PMH_BUCKET_SLOTS);
+		pthread_mutex_unlock(&o->lock);
+		ok = absent ? n == 0 : (n == 1 && tags[0] == o->stable_tag[i]);
+		o->wrong_locked += !ok;
+	}
+	return NULL;
+}
+
+/*
+ * Optimistic lookups: the version word's rules, then a reader without the
+ * lock racing a writer that fills and relocates the D-bucket, deletes
+ * from the segment and the D-bucket and rebuilds the fingerprint table
+ * (as VACUUM does), each under the lock with the version odd.  Every
+ * answer the version check keeps must be exact, and the lookup must
+ * survive whatever state it reads.
+ */
+static void
+test_optimistic_lookups(void)
+{
+	TPool		tp;
+	OptShared  *o = pg_malloc0(sizeof(OptShared));
+	PmhSegMeta *m;
+	uint64		churn_hash[OPT_CHURN];
+	uint64		churn_tag[OPT_CHURN];
+	int			nchurn = 0;
+	uint32		released[PMH_DBUCKET_SLOTS];
+	uint32		v;
+	uint32		v2;
+	pthread_t	reader;
+	int			iters = S->n_random;
+	int			relocations = 0;
+	int			deletes = 0;
+	int			i;
+
+	/* the version word: odd during a write, changed by every write */
+	v = pmh_version_read_begin(&o->version);
+	CHECK(pmh_version_read_valid(&o->version, v));
+	pmh_version_write_begin(&o->version);
+	CHECK(!pmh_version_read_valid(&o->version, v));
+	v2 = pmh_version_read_begin(&o->version);
+	CHECK((v2 & 1) == 1 && !pmh_version_read_valid(&o->version, v2));
+	pmh_version_write_end(&o->version);
+	CHECK(!pmh_version_read_valid(&o->version, v));
+	CHECK(!pmh_version_read_valid(&o->version, v2));
+	v = pmh_version_read_begin(&o->version);
+	CHECK((v & 1) == 0 && pmh_version_read_valid(&o->version, v));
+	/* a writer that failed and never ended: the next one still goes odd */
+	pmh_version_write_begin(&o->version);
+	v2 = pmh_version_read_begin(&o->version);
+	pmh_version_write_begin(&o->version);
+	CHECKF((o->version & 1) == 1 && o->version != v2,
+		   "version %u after %u", o->version, v2);
+	CHECK(!pmh_version_read_valid(&o->version, v));
+	pmh_version_write_end(&o->version);
+	v = pmh_version_read_begin(&o->version);
+	CHECK((v & 1) == 0 && pmh_version_read_valid(&o->version, v));
+
+	if (!tpool_create(&tp, "optimistic", 1))
+	{
+		free(o);
+		return;
+	}
+	m = &tp.meta[0];
+	o->tp = &tp;
+	pthread_mutex_init(&o->lock, NULL);
+	for (i = 0; i < OPT_STABLE; i++)
+	{
+		uint32		block;
+		uint16		offset;
+
+		o->stable_hash[i] = rnd() >> 1;
+		o->absent_hash[i] = rnd() | 1;	/* odd: never a stable or churn hash */
+		rnd_tid(&block, &offset);
+		o->stable_tag[i] = pmh_tag_make(o->stable_hash[i], block, offset);
+		CHECK(tpool_insert(&tp, o->stable_hash[i], block, offset) == PMH_INSERT_DONE);
+	}
+
+	if (pthread_create(&reader, NULL, opt_reader, o) != 0)
+	{
+		CHECKF(false, "pthread_create: %m");
+		tpool_close(&tp);
+		free(o);
+		return;
+	}
+	for (i = 0; i < iters; i++)
+	{
+		uint64		r = rnd();
+
+		pthread_mutex_lock(&o->lock);
+		pmh_version_write_begin(&o->version);
+		if (i % 64 == 63)
+			pmh_fpt_rebuild(&tp.pool, m, 0);
+		else if (nchurn < OPT_CHURN && r % 3 != 0)
+		{
+			uint32		block;
+			uint16		offset;
+			uint64		hash = (rnd() >> 1) & ~UINT64CONST(1);
+
+			rnd_tid(&block, &offset);
+			churn_hash[nchurn] = hash;
+			churn_tag[nchurn] = pmh_tag_make(hash, block, offset);
+			pmh_pending_add(m, hash, churn_tag[nchurn],
+							(uint32) i % PMH_LOG_SLOTS);
+			nchurn++;
+			if (m->npending == PMH_DBUCKET_SLOTS)
+			{
+				int			nrel;
+				int			ndup;
+				PmhInsertResult res;
+
+				res = pmh_relocate(&tp.pool, &tp.cb, 0, false, released,
+								   &nrel, &ndup);
+				CHECKF(res == PMH_INSERT_DONE, "relocate: %d", (int) res);
+				relocations++;
+			}
+		}
+		else if (nchurn > 0)
+		{
+			int			c = (int) (r % (uint64) nchurn);
+			int			slot;
+			uint32		j;
+			bool		pending = false;
+
+			for (j = 0; j < m->npending; j++)
+				if (m->pending[j].hash == churn_hash[c] &&
+					m->pending[j].tag == churn_tag[c])
+				{
+					pmh_pending_remove(m, (int) j);
+					pending = true;
+					break;
+				}
+			if (!pending)
+			{
+				slot = pmh_find_slot(&tp.pool, m, 0, churn_hash[c], churn_tag[c]);
+				CHECKF(slot >= 0, "churn entry %d not found", c);
+				if (slot >= 0)
+					CHECK(pmh_delete_slots(&tp.pool, m, 0, slot / PMH_BUCKET_SLOTS,
+										   (uint16) (1 << (slot % PMH_BUCKET_SLOTS))) == 0);
+			}
+			churn_hash[c] = churn_hash[nchurn - 1];
+			churn_tag[c] = churn_tag[nchurn - 1];
+			nchurn--;
+			deletes++;
+		}
+		pmh_version_write_end(&o->version);
+		pthread_mutex_unlock(&o->lock);
+	}
+	__atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
+	pthread_join(reader, NULL);
+
+	CHECKF(o->wrong == 0, "%llu answers kept after the version check were wrong; first: %s",
+		   (unsigned long long) o->wrong, o->first_wrong);
+	CHECKF(o->wrong_locked == 0, "%llu answers under the lock were wrong",
+		   (unsigned long long) o->wrong_locked);
+	CHECK(o->lookups >= 10000 && relocations > 0 && deletes > 0);
+	CHECK(pmh_fpt_verify(&tp.pool, m, 0, NULL, 0));
+	printf("#   %d writes (%d relocations, %d deletes); %llu lookups, %llu looked again under the lock\n",
+		   iters, relocations, deletes, (unsigned long long) o->lookups,
+		   (unsigned long long) o->retries);
+	pthread_mutex_destroy(&o->lock);
+	tpool_close(&tp);
+	free(o);
+}
+
 static const TestDef tests[] = {
 	{"header", test_header},
 	{"header_file", test_header_file},
@@ -4462,6 +4699,7 @@ static const TestDef tests[] = {
 	{"relocate_unchecked", test_relocate_unchecked},
 	{"recover_zeroes_free", test_recover_zeroes_free},
 	{"log_segments", test_log_segments},
+	{"optimistic_lookups", test_optimistic_lookups},
 };
 
 /* ---------------------------------------------------------------------
