@@ -86,7 +86,13 @@ typedef struct PmhashSegSlot
 	uint32		rec_count;
 	uint32		version;		/* odd while the lock is held exclusively:
 								 * see pmh_version_read_begin */
+	/* one segment per cache line: a writer's lock is not its neighbour's */
+	char		pad[PMH_CACHELINE_BYTES - sizeof(LWLock) - 2 * sizeof(bool) -
+					3 * sizeof(uint32) - 2];
 } PmhashSegSlot;
+
+StaticAssertDecl(sizeof(PmhashSegSlot) == PMH_CACHELINE_BYTES,
+				 "a segment's lock and version fill one cache line");
 
 /*
  * Sixteen segments' slots, then their metadata (5 kB each):

@@ -495,10 +495,15 @@ pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
 	int			found;
 
 	Assert(idx->mode == LW_SHARED);
+	/* counting media reads: read once, under the lock */
+	if (idx->local->pool.read_hook != NULL)
+		return false;
 	version = pmh_version_read_begin(&slot->version);
 	/* (an odd version fails the check below anyway: skip the reads) */
 	if ((version & 1) != 0 || !slot->loaded || idx->shared->load_blocked)
 		return false;
+	/* the metadata is read after "loaded" (set after a write barrier) */
+	pg_read_barrier();
 	found = pmh_lookup(&idx->local->pool, &idx->cb, segno, hash, tags, max);
 	found = pmh_pending_lookup(meta, hash, tags, found, max);
 	if (!pmh_version_read_valid(&slot->version, version))
