@@ -896,7 +896,10 @@ pmhash_log_vacuum_end(PmhashShared *shared, uint64 generation)
 /*
  * Remove dead entries from the D-bucket of primary segment segno (segment
  * lock exclusive): their log copies are cleared and persisted, then their
- * slots released.  Returns the number removed; counts the others.
+ * slots released.  Returns the number removed; counts the others.  Every
+ * entry is judged before any is removed: the callback may raise an ERROR,
+ * and an entry already out of the D-bucket would keep its log slot until
+ * the next restart.
  */
 uint64
 pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
@@ -905,25 +908,33 @@ pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
 {
 	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	uint32		slots[PMH_DBUCKET_SLOTS];
+	uint32		deadmask = 0;
 	int			n = 0;
-	uint32		i = 0;
+	uint32		i;
 
-	while (i < meta->npending)
+	StaticAssertStmt(PMH_DBUCKET_SLOTS <= 32, "a D-bucket fits a 32-bit mask");
+	for (i = 0; i < meta->npending; i++)
 	{
 		ItemPointerData tid;
 
 		ItemPointerSet(&tid, pmh_tag_block(meta->pending[i].tag),
 					   pmh_tag_offset(meta->pending[i].tag));
 		if (dead(&tid, arg))
-		{
-			slots[n++] = meta->pending[i].logslot;
-			pmh_pending_remove(meta, (int) i);
-		}
+			deadmask |= (uint32) 1 << i;
 		else
-		{
 			(*remaining)++;
-			i++;
-		}
+	}
+
+	/*
+	 * From the last entry down: pmh_pending_remove moves the last entry into
+	 * the hole, and every entry after i is live by then.
+	 */
+	for (i = meta->npending; i-- > 0;)
+	{
+		if ((deadmask & ((uint32) 1 << i)) == 0)
+			continue;
+		slots[n++] = meta->pending[i].logslot;
+		pmh_pending_remove(meta, (int) i);
 	}
 	if (n > 0)
 	{
