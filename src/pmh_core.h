@@ -598,17 +598,17 @@ pmh_seg_entries(const PmhPool *pool, uint32 segno)
  * (pmh_version_write_begin) and again before it is let go
  * (pmh_version_write_end; a lock released without it leaves the version
  * odd, which the next writer's pmh_version_write_begin copes with).
- * Everything that changes a segment, its chain,
- * its D-bucket or its metadata does so under that lock.  A lookup may then
- * read without the lock: it notes the version (pmh_version_read_begin),
- * runs pmh_lookup and pmh_pending_lookup, and keeps what they found only
- * if the version was even and is unchanged (pmh_version_read_valid);
- * otherwise it looks again under the lock.  pmh_lookup and
- * pmh_pending_lookup are written to survive a segment that changes under
- * them: every field they read is stored whole and always holds a value in
- * range, and every loop is bounded.  The lookup takes no atomic operation
- * and writes no shared cache line.  (Chains change only with the index
- * lock exclusive, which an optimistic lookup's shared index lock excludes.)
+ * Everything that changes a segment, its chain, its D-bucket or its
+ * metadata does so under that lock.  A lookup may then read without the
+ * lock: it notes the version (pmh_version_read_begin), runs
+ * pmh_lookup_all, and keeps what it found only if the version was even and
+ * is unchanged (pmh_version_read_valid); otherwise it looks again under the
+ * lock.  pmh_lookup and pmh_pending_lookup are written to survive a
+ * segment that changes under them: every field they read is stored whole
+ * and always holds a value in range, and every loop is bounded.  The
+ * lookup takes no atomic operation and writes no shared cache line.
+ * (Chains change only with the index lock exclusive, which an optimistic
+ * lookup's shared index lock excludes.)
  */
 static inline uint32
 pmh_version_read_begin(const uint32 *version)
@@ -793,6 +793,24 @@ extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
 									uint32 segno, bool check_segment,
 									uint32 *released, int *nreleased,
 									int *nduplicates);
+
+/*
+ * Collect the tag words of every entry with this hash that a scan finds in
+ * the shared state: primary segment segno and its overflow chain
+ * (pmh_lookup), then its D-bucket (pmh_pending_lookup; meta is the
+ * primary's metadata).  Stores at most maxtags and returns the number
+ * found, which may exceed maxtags.  (Inline, so that a lookup runs no
+ * call beyond the two it makes: see pmh_probe_segment on why that counts.)
+ */
+static inline int
+pmh_lookup_all(const PmhPool *pool, const PmhCallbacks *cb,
+			   const PmhSegMeta *meta, uint32 segno, uint64 hash,
+			   uint64 *tags, int maxtags)
+{
+	int			n = pmh_lookup(pool, cb, segno, hash, tags, maxtags);
+
+	return pmh_pending_lookup(meta, hash, tags, n, maxtags);
+}
 
 /* ---- the directory ---- */
 extern void pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno);

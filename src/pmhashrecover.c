@@ -504,8 +504,8 @@ pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
 		return false;
 	/* the metadata is read after "loaded" (set after a write barrier) */
 	pg_read_barrier();
-	found = pmh_lookup(&idx->local->pool, &idx->cb, segno, hash, tags, max);
-	found = pmh_pending_lookup(meta, hash, tags, found, max);
+	found = pmh_lookup_all(&idx->local->pool, &idx->cb, meta, segno, hash,
+						   tags, max);
 	if (!pmh_version_read_valid(&slot->version, version))
 		return false;
 	*n = found;

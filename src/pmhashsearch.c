@@ -329,10 +329,8 @@ pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
 			return pmhash_add_own(idx, hash, tags, n, max);
 		if (!pmhash_lock_segment(idx, segno, LW_SHARED))
 			continue;
-		n = pmh_lookup(&idx->local->pool, &idx->cb, segno, hash, tags, max);
-		/* entries waiting in the segment's D-bucket */
-		n = pmh_pending_lookup(pmhash_seg_meta(idx, segno), hash, tags, n,
-							   max);
+		n = pmh_lookup_all(&idx->local->pool, &idx->cb,
+						   pmhash_seg_meta(idx, segno), segno, hash, tags, max);
 		pmhash_unlock_segment(idx, segno);
 		return pmhash_add_own(idx, hash, tags, n, max);
 	}

@@ -1052,13 +1052,26 @@ lookup_optimistic(Worker *w, uint64 hash, uint32 segno, uint64 *tags, int *n)
 
 	if ((version & 1) != 0)
 		return false;
-	found = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-	found = pmh_pending_lookup(&t->meta[segno], hash, tags, found,
-							   PMH_BUCKET_SLOTS);
+	found = pmh_lookup_all(&w->pool, &t->cb, &t->meta[segno], segno, hash,
+						   tags, PMH_BUCKET_SLOTS);
 	if (!pmh_version_read_valid(&t->seglock[segno].version, version))
 		return false;
 	*n = found;
 	return true;
+}
+
+/* the same under the segment lock: a writer got in the way, or for comparison */
+static int
+lookup_locked(Worker *w, uint64 hash, uint32 segno, uint64 *tags)
+{
+	Table	   *t = w->t;
+	int			n;
+
+	seg_rdlock(t, segno);
+	n = pmh_lookup_all(&w->pool, &t->cb, &t->meta[segno], segno, hash, tags,
+					   PMH_BUCKET_SLOTS);
+	seg_unlock(t, segno);
+	return n;
 }
 
 /*
@@ -1071,18 +1084,13 @@ lookup_optimistic(Worker *w, uint64 hash, uint32 segno, uint64 *tags, int *n)
 static int
 collect(Worker *w, uint64 hash, uint32 segno, uint64 *tags)
 {
-	Table	   *t = w->t;
 	int			n;
 	int			i;
 
 	if (!lookup_optimistic(w, hash, segno, tags, &n))
 	{
 		w->retries++;
-		seg_rdlock(t, segno);
-		n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-		n = pmh_pending_lookup(&t->meta[segno], hash, tags, n,
-							   PMH_BUCKET_SLOTS);
-		seg_unlock(t, segno);
+		n = lookup_locked(w, hash, segno, tags);
 	}
 	for (i = 0; i < w->nclog; i++)
 	{
@@ -1312,21 +1320,14 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 	uint64		tags[PMH_BUCKET_SLOTS];
 	bool		locked = op == OP_EXP_LOCKED_POS || op == OP_EXP_LOCKED_NEG;
 	uint32		segno;
-	PmhSegMeta *m;
 	int			n;
 
 	w->cur_reads = 0;
 	idx_lock(w, false);
 	segno = t->dir[pmh_dir_index(hash, t->gd)];
-	m = &t->meta[segno];
-	pmh_meta_prefetch(m, hash);
+	pmh_meta_prefetch(&t->meta[segno], hash);
 	if (locked || !lookup_optimistic(w, hash, segno, tags, &n))
-	{
-		seg_rdlock(t, segno);
-		n = pmh_lookup(&w->pool, &t->cb, segno, hash, tags, PMH_BUCKET_SLOTS);
-		n = pmh_pending_lookup(m, hash, tags, n, PMH_BUCKET_SLOTS);
-		seg_unlock(t, segno);
-	}
+		n = lookup_locked(w, hash, segno, tags);
 	idx_unlock(w);
 	return lookup_done(w, tags, n, want, found);
 }

@@ -4468,6 +4468,7 @@ opt_reader(void *arg)
 		uint64		tags[PMH_BUCKET_SLOTS];
 		uint32		v;
 		int			n;
+		bool		kept;
 		bool		ok;
 
 		x ^= x << 13;
@@ -4479,25 +4480,27 @@ opt_reader(void *arg)
 		o->lookups++;
 
 		v = pmh_version_read_begin(&o->version);
-		n = pmh_lookup(&tp->pool, &tp->cb, 0, hash, tags, PMH_BUCKET_SLOTS);
-		n = pmh_pending_lookup(&tp->meta[0], hash, tags, n, PMH_BUCKET_SLOTS);
-		if (pmh_version_read_valid(&o->version, v))
+		n = pmh_lookup_all(&tp->pool, &tp->cb, &tp->meta[0], 0, hash, tags,
+						   PMH_BUCKET_SLOTS);
+		kept = pmh_version_read_valid(&o->version, v);
+		if (!kept)
 		{
-			ok = absent ? n == 0 : (n == 1 && tags[0] == o->stable_tag[i]);
-			if (!ok && o->wrong++ == 0)
-				snprintf(o->first_wrong, sizeof(o->first_wrong),
-						 "%s hash %016llx: %d entries",
-						 absent ? "absent" : "stable",
-						 (unsigned long long) hash, n);
-			continue;
+			o->retries++;
+			pthread_mutex_lock(&o->lock);
+			n = pmh_lookup_all(&tp->pool, &tp->cb, &tp->meta[0], 0, hash,
+							   tags, PMH_BUCKET_SLOTS);
+			pthread_mutex_unlock(&o->lock);
 		}
-		o->retries++;
-		pthread_mutex_lock(&o->lock);
-		n = pmh_lookup(&tp->pool, &tp->cb, 0, hash, tags, PMH_BUCKET_SLOTS);
-		n = pmh_pending_lookup(&tp->meta[0], hash, tags, n, PMH_BUCKET_SLOTS);
-		pthread_mutex_unlock(&o->lock);
 		ok = absent ? n == 0 : (n == 1 && tags[0] == o->stable_tag[i]);
-		o->wrong_locked += !ok;
+		if (ok)
+			continue;
+		if (!kept)
+			o->wrong_locked++;
+		else if (o->wrong++ == 0)
+			snprintf(o->first_wrong, sizeof(o->first_wrong),
+					 "%s hash %016llx: %d entries",
+					 absent ? "absent" : "stable",
+					 (unsigned long long) hash, n);
 	}
 	return NULL;
 }
