@@ -307,6 +307,8 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->log_unverified = 0;
 	shared->load_blocked = false;
 	shared->blocked_segno = 0;
+	/* set by the load from the pool's state; a new pool is never stale */
+	shared->stale = false;
 	pg_atomic_write_u64(&shared->unloaded, 0);
 }
 
