@@ -215,6 +215,32 @@ pmhash_log_nlines(const PmhashShared *shared)
 }
 
 /* backend-local mapping of a pool */
+/*
+ * Persist traffic of one mapping not yet added to the shared counters, and
+ * the flushes since its last fence not yet fed to the media model
+ * (pmhashstats.c).  Like PostgreSQL's own statistics, the counters are
+ * published at transaction end (or when much has gathered), not one
+ * shared atomic per flush.
+ */
+#define PMHASH_STATS_RANGES	32
+
+typedef struct PmhashStatsPending
+{
+	uint64		user_bytes;
+	uint64		flushes;		/* 64 B lines */
+	uint64		lines_whole;
+	uint64		lines_partial;
+	uint64		fences;
+	struct PmhashLocal *next_dirty; /* list of mappings with counts */
+	bool		dirty;
+	int			nranges;
+	struct
+	{
+		uint64		offset;
+		uint64		len;
+	}			ranges[PMHASH_STATS_RANGES];
+} PmhashStatsPending;
+
 typedef struct PmhashLocal
 {
 	PmhashKey	key;
@@ -228,6 +254,7 @@ typedef struct PmhashLocal
 	int			stats_slot;		/* counters the flush hook charges */
 	uint32		stats_tag;
 	uint64		stats_pool;		/* pool id, the media model's key */
+	PmhashStatsPending stats_pending;
 } PmhashLocal;
 
 /* an attached index: shared state, local mapping, and the lock mode held */
@@ -239,6 +266,63 @@ typedef struct PmhashIndex
 	LWLockMode	mode;
 	PmhCallbacks cb;
 } PmhashIndex;
+
+extern char *pmhash_dsa_base;
+
+/*
+ * The address of pmhash's DSA memory in this backend.  The area lives in
+ * place in the main shared memory and may not grow past it
+ * (pmhash_shmem_startup_hook checks this), so every allocation is in its
+ * first segment, whose dsa_pointers are offsets from the place: no need
+ * for dsa_get_address's segment table on every access.
+ */
+static inline void *
+pmhash_dsa_address(dsa_pointer dp)
+{
+	return DsaPointerIsValid(dp) ? pmhash_dsa_base + dp : NULL;
+}
+
+/*
+ * The shared slots of segments [16 c, 16 c + 16): for loops over every
+ * segment, which would otherwise look up the chunk table for each.
+ */
+static inline PmhashSegChunk *
+pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
+{
+	dsa_pointer *chunks = pmhash_dsa_address(idx->shared->chunks);
+
+	Assert(c < idx->shared->nchunks);
+	return pmhash_dsa_address(chunks[c]);
+}
+
+/* the shared slot (lock, load state) of a segment */
+static inline PmhashSegSlot *
+pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
+{
+	Assert(segno < idx->shared->nsegments);
+	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->slot[segno % PMHASH_CHUNK_SEGS];
+}
+
+/*
+ * The core's metadata of a segment: valid once the segment is loaded (a
+ * primary and its chain), taken (a free one), or set up (a log segment).
+ */
+static inline PmhSegMeta *
+pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
+{
+	Assert(segno < idx->shared->nsegments);
+	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->meta[segno % PMHASH_CHUNK_SEGS];
+}
+
+/* the primary segment that holds a hash (index lock held) */
+static inline uint32
+pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
+{
+	uint32	   *dir = pmhash_dsa_address(idx->shared->dir);
+
+	return dir[pmh_dir_index(hash, idx->shared->global_depth)];
+}
+
 
 /* GUCs */
 extern char *pmhash_pool_dir;
@@ -325,15 +409,10 @@ extern void pmhash_attach_new(Relation index, uint64 pool_id,
 extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
-extern PmhashSegSlot *pmhash_seg_slot(PmhashIndex *idx, uint32 segno);
-extern PmhSegMeta *pmhash_seg_meta(PmhashIndex *idx, uint32 segno);
-extern PmhashSegChunk *pmhash_seg_chunk(PmhashIndex *idx, uint32 c);
-extern uint32 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
 extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 extern uint64 pmhash_new_pool_id(void);
-extern void *pmhash_dsa_address(dsa_pointer dp);
 extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
 extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
 							   size_t size);
@@ -394,6 +473,8 @@ extern void pmhash_stats_attach_pool(PmhashLocal *local,
 									 const PmhashShared *shared);
 extern void pmhash_stats_backend_init(void);
 extern void pmhash_stats_add_user_bytes(int slot, uint64 bytes);
+extern void pmhash_stats_add_local_user_bytes(PmhashLocal *local, uint64 bytes);
+extern void pmhash_stats_publish_all(void);
 extern void pmhash_stats_forget_pool(uint64 pool_id);
 extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);
 extern Datum pmhash_reset_stats(PG_FUNCTION_ARGS);

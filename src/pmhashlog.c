@@ -53,6 +53,13 @@ typedef struct PmhashXactLog
 static HTAB *pmhash_xact_logs = NULL;
 static int	pmhash_xact_unflushed = 0;	/* entries in all collecting logs */
 
+/*
+ * The collecting log found last: a statement inserting many rows appends
+ * to the same one again and again.  Entries of pmhash_xact_logs stay where
+ * they are until transaction end removes them all, which clears this.
+ */
+static PmhashXactLog *pmhash_xact_last = NULL;
+
 #define PMHASH_LOG_CHUNK		PMH_LOG_EXT_LINES	/* line states per chunk */
 #define PMHASH_LOG_MAX_CHUNKS	(PMH_LOG_MAX_LINES / PMHASH_LOG_CHUNK)
 
@@ -599,8 +606,7 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 	}
 	pmhash_xact_unflushed -= n;
 	xl->n = 0;
-	pmhash_stats_add_user_bytes(idx->shared->stats_slot,
-								(uint64) n * PMH_ENTRY_BYTES);
+	pmhash_stats_add_local_user_bytes(idx->local, (uint64) n * PMH_ENTRY_BYTES);
 
 	pmhash_prefetch_placement(idx, entries, n);
 	PG_TRY();
@@ -637,6 +643,9 @@ pmhash_xact_log(const PmhashKey *key, Oid indexoid, bool create)
 	PmhashXactLog *xl;
 	bool		found;
 
+	if (pmhash_xact_last != NULL &&
+		memcmp(&pmhash_xact_last->key, key, sizeof(PmhashKey)) == 0)
+		return pmhash_xact_last;
 	if (pmhash_xact_logs == NULL)
 	{
 		HASHCTL		info;
@@ -657,6 +666,8 @@ pmhash_xact_log(const PmhashKey *key, Oid indexoid, bool create)
 		xl->indexoid = indexoid;
 		xl->n = 0;
 	}
+	if (xl != NULL)
+		pmhash_xact_last = xl;
 	return xl;
 }
 
@@ -745,6 +756,7 @@ pmhash_log_xact_end(void)
 	HASH_SEQ_STATUS status;
 	PmhashXactLog *xl;
 
+	pmhash_xact_last = NULL;
 	if (pmhash_xact_logs == NULL)
 		return;
 	hash_seq_init(&status, pmhash_xact_logs);

@@ -55,6 +55,10 @@ typedef struct PmhashRelCache
 static dsa_area *pmhash_pm_area = NULL; /* the postmaster's (creator's) */
 static HTAB *pmhash_local_htab = NULL;
 static pid_t pmhash_area_pid = 0;
+
+/* where the DSA area lives in this process: see pmhash_dsa_address */
+char	   *pmhash_dsa_base = NULL;
+
 static uint64 pmhash_seen_drops = 0;
 
 static void pmhash_local_forget(const PmhashKey *key);
@@ -108,6 +112,7 @@ pmhash_shmem_startup_hook(void)
 	bool		found;
 	HASHCTL		info;
 	char	   *place;
+	dsa_pointer dp;
 
 	if (prev_shmem_startup_hook)
 		prev_shmem_startup_hook();
@@ -134,7 +139,14 @@ pmhash_shmem_startup_hook(void)
 		pmhash_pm_area = dsa_create_in_place(place, pmhash_ctl->dsa_size,
 											 pmhash_ctl->dsa_tranche, NULL);
 		dsa_set_size_limit(pmhash_pm_area, pmhash_ctl->dsa_size);
+
+		/* pmhash_dsa_address relies on one segment, starting at the place */
+		dp = dsa_allocate(pmhash_pm_area, sizeof(uint64));
+		if (dsa_get_address(pmhash_pm_area, dp) != place + dp)
+			elog(FATAL, "pmhash: DSA pointers are not offsets from the area's place");
+		dsa_free(pmhash_pm_area, dp);
 	}
+	pmhash_dsa_base = place;
 	pmhash_htab_lock = &(GetNamedLWLockTranche("pmhash"))->lock;
 
 	memset(&info, 0, sizeof(info));
@@ -200,8 +212,9 @@ pmhash_backend_init(void)
 }
 
 /*
- * At backend exit: give up the backup-log lines this backend appends to,
- * so that other backends can take them once their entries are relocated.
+ * At backend exit: publish this backend's persist traffic, and give up the
+ * backup-log lines it appends to, so that other backends can take them
+ * once their entries are relocated.
  */
 static void
 pmhash_release_lines(int code, Datum arg)
@@ -211,6 +224,7 @@ pmhash_release_lines(int code, Datum arg)
 
 	if (pmhash_local_htab == NULL || pmhash_area_pid != MyProcPid)
 		return;
+	pmhash_stats_publish_all();
 	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
 	hash_seq_init(&status, pmhash_local_htab);
 	while ((local = hash_seq_search(&status)) != NULL)
@@ -232,13 +246,6 @@ pmhash_release_lines(int code, Datum arg)
 		local->log_line = -1;
 	}
 	LWLockRelease(pmhash_htab_lock);
-}
-
-/* the address of DSA memory in this backend */
-void *
-pmhash_dsa_address(dsa_pointer dp)
-{
-	return dsa_get_address(pmhash_area, dp);
 }
 
 /*
@@ -318,7 +325,7 @@ pmhash_free_shared(PmhashShared *shared)
 {
 	if (DsaPointerIsValid(shared->chunks))
 	{
-		dsa_pointer *chunks = dsa_get_address(pmhash_area, shared->chunks);
+		dsa_pointer *chunks = pmhash_dsa_address(shared->chunks);
 		uint32		i;
 
 		for (i = 0; i < shared->nchunks; i++)
@@ -335,38 +342,6 @@ pmhash_free_shared(PmhashShared *shared)
 	pmhash_recover_free_list(shared);
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
-}
-
-/*
- * The shared slots of segments [16 c, 16 c + 16): for loops over every
- * segment, which would otherwise look up the chunk table for each.
- */
-PmhashSegChunk *
-pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
-{
-	dsa_pointer *chunks = dsa_get_address(pmhash_area, idx->shared->chunks);
-
-	Assert(c < idx->shared->nchunks);
-	return dsa_get_address(pmhash_area, chunks[c]);
-}
-
-/* the shared slot (lock, load state) of a segment */
-PmhashSegSlot *
-pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
-{
-	Assert(segno < idx->shared->nsegments);
-	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->slot[segno % PMHASH_CHUNK_SEGS];
-}
-
-/*
- * The core's metadata of a segment: valid once the segment is loaded (a
- * primary and its chain), taken (a free one), or set up (a log segment).
- */
-PmhSegMeta *
-pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
-{
-	Assert(segno < idx->shared->nsegments);
-	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->meta[segno % PMHASH_CHUNK_SEGS];
 }
 
 /* core callback: metadata of a segment */
@@ -387,7 +362,7 @@ pmhash_cb_alloc_segment(void *arg)
 
 	if (shared->nfree == 0)
 		return PMH_NO_SEGMENT;
-	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	stack = pmhash_dsa_address(shared->freesegs);
 	shared->nfree--;
 	/* pushed back later, this position holds a segment known to be zero */
 	if (shared->free_unchecked > shared->nfree)
@@ -418,13 +393,13 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		uint32		cap = Max(nchunks, shared->chunkcap * 2);
 		dsa_pointer newchunks = pmhash_shared_alloc(shared,
 												 sizeof(dsa_pointer) * cap);
-		dsa_pointer *nc = dsa_get_address(pmhash_area, newchunks);
+		dsa_pointer *nc = pmhash_dsa_address(newchunks);
 
 		for (i = 0; i < cap; i++)
 			nc[i] = InvalidDsaPointer;
 		if (DsaPointerIsValid(shared->chunks))
 		{
-			memcpy(nc, dsa_get_address(pmhash_area, shared->chunks),
+			memcpy(nc, pmhash_dsa_address(shared->chunks),
 				   sizeof(dsa_pointer) * shared->nchunks);
 			pmhash_shared_free(shared, shared->chunks,
 							sizeof(dsa_pointer) * shared->chunkcap);
@@ -432,7 +407,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		shared->chunks = newchunks;
 		shared->chunkcap = cap;
 	}
-	chunks = dsa_get_address(pmhash_area, shared->chunks);
+	chunks = pmhash_dsa_address(shared->chunks);
 	while (shared->nchunks < nchunks)
 	{
 		PmhashSegChunk *chunk;
@@ -446,7 +421,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		 */
 		chunks[shared->nchunks] =
 			pmhash_shared_alloc_extended(shared, sizeof(PmhashSegChunk), false);
-		chunk = dsa_get_address(pmhash_area, chunks[shared->nchunks]);
+		chunk = pmhash_dsa_address(chunks[shared->nchunks]);
 		shared->nchunks++;
 		for (j = 0; j < PMHASH_CHUNK_SEGS; j++)
 		{
@@ -466,8 +441,8 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 
 		if (DsaPointerIsValid(shared->freesegs))
 		{
-			memcpy(dsa_get_address(pmhash_area, newstack),
-				   dsa_get_address(pmhash_area, shared->freesegs),
+			memcpy(pmhash_dsa_address(newstack),
+				   pmhash_dsa_address(shared->freesegs),
 				   sizeof(uint32) * shared->nfree);
 			pmhash_shared_free(shared, shared->freesegs,
 							sizeof(uint32) * shared->freecap);
@@ -477,7 +452,7 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 	}
 
 	/* push new segments so that the lowest numbers are handed out first */
-	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	stack = pmhash_dsa_address(shared->freesegs);
 	for (i = nsegments; i > old; i--)
 		stack[shared->nfree++] = (uint32) (i - 1);
 	shared->nsegments = nsegments;
@@ -504,7 +479,7 @@ pmhash_check_local(PmhashIndex *idx)
 		local->pool.flush_hook == NULL)
 		pmhash_stats_attach_pool(local, shared);
 	local->pool.log_ext_segs = DsaPointerIsValid(shared->logexts) ?
-		dsa_get_address(pmhash_area, shared->logexts) : NULL;
+		pmhash_dsa_address(shared->logexts) : NULL;
 }
 
 /* find this backend's mapping entry for a key, creating an empty one */
@@ -526,6 +501,7 @@ pmhash_local_entry(const PmhashKey *key)
 		local->stats_slot = -1;
 		local->stats_tag = 0;
 		local->stats_pool = 0;
+		memset(&local->stats_pending, 0, sizeof(local->stats_pending));
 	}
 	return local;
 }
@@ -755,7 +731,7 @@ pmhash_load(PmhashIndex *idx)
 	 */
 	pmhash_extend_shared(shared, nseg);
 	shared->nfree = 0;
-	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	stack = pmhash_dsa_address(shared->freesegs);
 	for (i = nseg; i > 0; i--)
 		if (roles[i - 1] == PMH_SEG_FREE)
 			stack[shared->nfree++] = (uint32) (i - 1);
@@ -764,7 +740,7 @@ pmhash_load(PmhashIndex *idx)
 	shared->dir = pmhash_shared_alloc(shared,
 								   sizeof(uint32) * ((size_t) 1 << res.global_depth));
 	shared->global_depth = res.global_depth;
-	dir = dsa_get_address(pmhash_area, shared->dir);
+	dir = pmhash_dsa_address(shared->dir);
 	for (i = 0; i < nseg; i++)
 	{
 		PmhashSegSlot *slot;
@@ -995,7 +971,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	(void) pmhash_cb_alloc_segment(idx);	/* segment 0 is the root */
 	pmh_meta_reset(pmhash_seg_meta(idx, 0), pmh_segword_make(0, 0));
 	shared->dir = pmhash_shared_alloc(shared, sizeof(uint32));
-	dir = dsa_get_address(pmhash_area, shared->dir);
+	dir = pmhash_dsa_address(shared->dir);
 	dir[0] = 0;
 	shared->global_depth = 0;
 	shared->primaries = 1;
@@ -1041,15 +1017,6 @@ pmhash_relock_interruptible(PmhashIndex *idx)
 	pmhash_make_ready(idx, idx->mode);
 }
 
-/* the primary segment that holds a hash (index lock held) */
-uint32
-pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
-{
-	uint32	   *dir = dsa_get_address(pmhash_area, idx->shared->dir);
-
-	return dir[pmh_dir_index(hash, idx->shared->global_depth)];
-}
-
 /*
  * Prepare, under the exclusive index lock, for an operation that takes up
  * to nsegs free segments: grow the pool file and the shared arrays first,
@@ -1077,7 +1044,7 @@ pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
 	 * pmh_prepare_free_segment); those left by the last load were not
 	 * checked yet.
 	 */
-	stack = dsa_get_address(pmhash_area, shared->freesegs);
+	stack = pmhash_dsa_address(shared->freesegs);
 	for (p = shared->nfree - (uint32) nsegs; p < shared->nfree; p++)
 	{
 		if (p >= shared->free_unchecked)
@@ -1109,9 +1076,9 @@ pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
 						RelationGetRelationName(idx->rel))));
 	newdir = pmhash_shared_alloc(shared,
 							  sizeof(uint32) * ((size_t) 2 << shared->global_depth));
-	pmh_dir_double(dsa_get_address(pmhash_area, shared->dir),
+	pmh_dir_double(pmhash_dsa_address(shared->dir),
 				   shared->global_depth,
-				   dsa_get_address(pmhash_area, newdir));
+				   pmhash_dsa_address(newdir));
 	pmhash_shared_free(shared, shared->dir,
 					sizeof(uint32) * ((size_t) 1 << shared->global_depth));
 	shared->dir = newdir;
@@ -1139,7 +1106,7 @@ pmhash_split_segment(PmhashIndex *idx, uint32 segno)
 	START_CRIT_SECTION();
 	if (pmh_split(&idx->local->pool, &idx->cb, segno, &newseg) != 0)
 		pmhash_report_io_error(idx->rel, "split segment in");
-	dir = dsa_get_address(pmhash_area, shared->dir);
+	dir = pmhash_dsa_address(shared->dir);
 	pmh_dir_assign(dir, shared->global_depth,
 				   pmhash_seg_meta(idx, segno)->word, segno);
 	pmh_dir_assign(dir, shared->global_depth,

@@ -208,51 +208,139 @@ pmhash_model_resize(void)
 	pmh_media_init(&pmhash_statsblk->model, pmhash_media_buffer_lines);
 }
 
-/* the choke point's hook: a flushed range (len > 0) or a fence (len 0) */
+/* mappings whose counts are not published yet, linked through next_dirty */
+static PmhashLocal *pmhash_stats_dirty = NULL;
+
+/* publish once this many 64 B lines have gathered, even mid-transaction */
+#define PMHASH_STATS_PUBLISH_FLUSHES	8192
+
+/* count in a mapping's pending traffic from now on */
+static inline PmhashStatsPending *
+pmhash_stats_pending(PmhashLocal *local)
+{
+	PmhashStatsPending *p = &local->stats_pending;
+
+	if (!p->dirty)
+	{
+		p->dirty = true;
+		p->next_dirty = pmhash_stats_dirty;
+		pmhash_stats_dirty = local;
+	}
+	return p;
+}
+
+/* add a mapping's pending counts to the shared counters */
+static void
+pmhash_stats_publish(PmhashLocal *local)
+{
+	PmhashStatsPending *p = &local->stats_pending;
+	PmhashCounters *counters[2] = {&pmhash_statsblk->total,
+	pmhash_local_counters(local)};
+	int			i;
+
+	for (i = 0; i < lengthof(counters); i++)
+	{
+		PmhashCounters *c = counters[i];
+
+		if (c == NULL)
+			continue;
+		if (p->user_bytes > 0)
+			pg_atomic_fetch_add_u64(&c->user_bytes, p->user_bytes);
+		if (p->flushes > 0)
+		{
+			pg_atomic_fetch_add_u64(&c->flushes, p->flushes);
+			pg_atomic_fetch_add_u64(&c->lines_whole, p->lines_whole);
+			pg_atomic_fetch_add_u64(&c->lines_partial, p->lines_partial);
+		}
+		if (p->fences > 0)
+			pg_atomic_fetch_add_u64(&c->fences, p->fences);
+	}
+	p->user_bytes = p->flushes = p->lines_whole = p->lines_partial = 0;
+	p->fences = 0;
+}
+
+/* feed the ranges flushed since the last fence to the media model */
+static void
+pmhash_stats_feed_model(PmhashLocal *local)
+{
+	PmhashStatsPending *p = &local->stats_pending;
+
+	if (p->nranges > 0 && pmhash_media_buffer_lines > 0)
+	{
+		uint32		owner = pmhash_owner(local->stats_slot, local->stats_tag);
+		int			i;
+
+		LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+		pmhash_model_resize();
+		for (i = 0; i < p->nranges; i++)
+			pmh_media_write(&pmhash_statsblk->model, local->stats_pool,
+							p->ranges[i].offset, p->ranges[i].len, owner,
+							pmhash_stats_charge, NULL);
+		LWLockRelease(&pmhash_statsblk->lock);
+	}
+	p->nranges = 0;
+}
+
+/*
+ * Publish the pending counts of every mapping of this backend: at
+ * transaction end, and before this backend reads the counters.
+ */
+void
+pmhash_stats_publish_all(void)
+{
+	while (pmhash_stats_dirty != NULL)
+	{
+		PmhashLocal *local = pmhash_stats_dirty;
+
+		pmhash_stats_dirty = local->stats_pending.next_dirty;
+		local->stats_pending.dirty = false;
+		local->stats_pending.next_dirty = NULL;
+		pmhash_stats_feed_model(local);
+		pmhash_stats_publish(local);
+	}
+}
+
+/*
+ * The choke point's hook: a flushed range (len > 0) or a fence (len 0).
+ * Ranges are collected in the mapping, and the fence that follows them
+ * feeds them to the model under one acquisition of its lock.  The flushes
+ * of one batch are issued back to back, so feeding them together changes
+ * nothing the model can tell: other backends' flushes fall between
+ * batches either way.
+ */
 static void
 pmhash_stats_flush_hook(void *arg, uint64 offset, size_t len)
 {
 	PmhashLocal *local = (PmhashLocal *) arg;
-	PmhashCounters *c = pmhash_local_counters(local);
-	uint64		lines = 0;
-	uint64		whole = 0;
+	PmhashStatsPending *p = pmhash_stats_pending(local);
 	uint64		l;
 
 	if (len == 0)
 	{
-		pg_atomic_fetch_add_u64(&pmhash_statsblk->total.fences, 1);
-		if (c)
-			pg_atomic_fetch_add_u64(&c->fences, 1);
+		p->fences++;
+		pmhash_stats_feed_model(local);
+		if (p->flushes >= PMHASH_STATS_PUBLISH_FLUSHES)
+			pmhash_stats_publish(local);
 		return;
 	}
 
 	for (l = offset / PMH_LINE_BYTES; l * PMH_LINE_BYTES < offset + len; l++)
 	{
-		lines++;
 		if (l * PMH_LINE_BYTES >= offset &&
 			(l + 1) * PMH_LINE_BYTES <= offset + len)
-			whole++;
+			p->lines_whole++;
+		else
+			p->lines_partial++;
 	}
-	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.flushes,
-							len / PMH_CACHELINE_BYTES);
-	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.lines_whole, whole);
-	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.lines_partial, lines - whole);
-	if (c)
-	{
-		pg_atomic_fetch_add_u64(&c->flushes, len / PMH_CACHELINE_BYTES);
-		pg_atomic_fetch_add_u64(&c->lines_whole, whole);
-		pg_atomic_fetch_add_u64(&c->lines_partial, lines - whole);
-	}
+	p->flushes += len / PMH_CACHELINE_BYTES;
 
 	if (pmhash_media_buffer_lines > 0)
 	{
-		LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
-		pmhash_model_resize();
-		pmh_media_write(&pmhash_statsblk->model, local->stats_pool,
-						offset, len,
-						pmhash_owner(local->stats_slot, local->stats_tag),
-						pmhash_stats_charge, NULL);
-		LWLockRelease(&pmhash_statsblk->lock);
+		if (p->nranges == PMHASH_STATS_RANGES)
+			pmhash_stats_feed_model(local);
+		p->ranges[p->nranges].offset = offset;
+		p->ranges[p->nranges].len = len;
+		p->nranges++;
 	}
 }
 
@@ -279,6 +367,12 @@ pmhash_stats_attach_pool(PmhashLocal *local, const PmhashShared *shared)
 {
 	int			slot = shared->stats_slot;
 
+	/* what was collected belongs to the counters and pool it came from */
+	if (local->pool.flush_hook != NULL)
+	{
+		pmhash_stats_feed_model(local);
+		pmhash_stats_publish(local);
+	}
 	local->stats_slot = slot;
 	local->stats_pool = shared->pool_id;
 	local->stats_tag = slot >= 0 ?
@@ -289,7 +383,14 @@ pmhash_stats_attach_pool(PmhashLocal *local, const PmhashShared *shared)
 	local->pool.flush_hook_arg = local;
 }
 
-/* entries written to PMem by inserts or a build: 16 user bytes each */
+/* entries an insert wrote to the backup log: 16 user bytes each */
+void
+pmhash_stats_add_local_user_bytes(PmhashLocal *local, uint64 bytes)
+{
+	pmhash_stats_pending(local)->user_bytes += bytes;
+}
+
+/* entries written to PMem by a build: 16 user bytes each */
 void
 pmhash_stats_add_user_bytes(int slot, uint64 bytes)
 {
@@ -329,9 +430,13 @@ pmhash_stats_index_values(int slot, Datum *values)
 	PmhashCounters *c = &pmhash_statsblk->slots[slot];
 	uint64		pend_w = 0;
 	uint64		pend_r = 0;
-	uint64		user = pg_atomic_read_u64(&c->user_bytes);
+	uint64		user;
 	uint64		written;
 	bool		isnull;
+
+	/* this backend's own traffic counts already */
+	pmhash_stats_publish_all();
+	user = pg_atomic_read_u64(&c->user_bytes);
 
 	LWLockAcquire(&pmhash_statsblk->lock, LW_SHARED);
 	pmh_media_pending(&pmhash_statsblk->model,
@@ -386,6 +491,7 @@ pmhash_media_stats(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
+	pmhash_stats_publish_all();
 	t = &pmhash_statsblk->total;
 	LWLockAcquire(&pmhash_statsblk->lock, LW_SHARED);
 	pmh_media_pending(&pmhash_statsblk->model, PMH_MEDIA_ANY_OWNER,
@@ -423,6 +529,8 @@ pmhash_reset_stats(PG_FUNCTION_ARGS)
 	int			i;
 
 	pmhash_require_preload();
+	/* what this backend did before the reset is cleared with the rest */
+	pmhash_stats_publish_all();
 	LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
 	pmh_media_init(&pmhash_statsblk->model, Max(pmhash_media_buffer_lines, 1));
 	pmhash_counters_zero(&pmhash_statsblk->total);
