@@ -404,6 +404,8 @@ extern void pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig);
 extern void pmhash_shmem_request(void);
 extern void pmhash_shmem_startup(void);
 extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
+extern bool pmhash_attached_before(Relation index, PmhashShared **shared,
+								   PmhashLocal **local);
 extern void pmhash_attach_new(Relation index, uint64 pool_id,
 							  PmhashIndex *idx);
 extern void pmhash_detach(PmhashIndex *idx);
@@ -443,6 +445,8 @@ extern PmhashLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);
 extern void pmhash_log_free_shared(PmhashShared *shared);
 extern void pmhash_log_add_extension(PmhashIndex *idx);
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);
+extern bool pmhash_log_append_unattached(Relation index, uint64 hash,
+										 ItemPointer tid);
 extern void pmhash_log_flush_all(bool for_parallel);
 extern void pmhash_log_xact_end(void);
 extern void pmhash_log_subxact_commit(SubTransactionId mysub,

@@ -93,6 +93,9 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 	hash = pmhash_hash_datum(index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC),
 							 index->rd_indcollation[0], values[0]);
 
+	/* most rows only join the collecting log: no need to attach */
+	if (pmhash_log_append_unattached(index, hash, ht_ctid))
+		return false;
 	pmhash_attach(index, LW_SHARED, &idx);
 	pmhash_log_append(&idx, hash, ht_ctid);
 	pmhash_detach(&idx);

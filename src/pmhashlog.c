@@ -672,6 +672,34 @@ pmhash_xact_log(const PmhashKey *key, Oid indexoid, bool create)
 }
 
 /*
+ * How many entries a collecting log may gather before it is flushed: the
+ * room left in this backend's backup-log line, so that a flush completes
+ * the line, or a whole line.  Only a hint: the flush reserves its slots
+ * under the log lock, and may take a new line then.
+ */
+static int
+pmhash_log_room(const PmhashShared *shared, const PmhashLocal *local)
+{
+	int			room = PMH_BUCKET_SLOTS;
+
+	if (local->log_line >= 0 && local->log_generation == shared->generation)
+		room -= local->log_used;
+	return room > 0 ? room : PMH_BUCKET_SLOTS;
+}
+
+/* add (hash, tid) of the current subtransaction to a collecting log */
+static void
+pmhash_xact_log_add(PmhashXactLog *xl, uint64 hash, ItemPointer tid)
+{
+	PmhashXactEntry *e = &xl->e[xl->n++];
+
+	e->hash = hash;
+	e->tid = *tid;
+	e->subid = GetCurrentSubTransactionId();
+	pmhash_xact_unflushed++;
+}
+
+/*
  * aminsert's work: append (hash, tid) to this transaction's collecting log
  * of the index, and flush the log when it would complete this backend's
  * backup-log line.
@@ -681,21 +709,34 @@ pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 {
 	PmhashXactLog *xl = pmhash_xact_log(&idx->shared->key,
 										RelationGetRelid(idx->rel), true);
-	int			room = PMH_BUCKET_SLOTS;
-	PmhashXactEntry *e;
 
-	if (pmhash_log_owns_line(idx))
-		room -= idx->local->log_used;
-	if (room <= 0)
-		room = PMH_BUCKET_SLOTS;
-
-	e = &xl->e[xl->n++];
-	e->hash = hash;
-	e->tid = *tid;
-	e->subid = GetCurrentSubTransactionId();
-	pmhash_xact_unflushed++;
-	if (xl->n >= room)
+	pmhash_xact_log_add(xl, hash, tid);
+	if (xl->n >= pmhash_log_room(idx->shared, idx->local))
 		pmhash_log_flush(idx, xl);
+}
+
+/*
+ * aminsert's work when no flush is due, without attaching to the index
+ * (no index lock, no check of the mapping): the collecting log is this
+ * backend's memory.  Returns false, having done nothing, when this
+ * backend has not attached to the index's storage before or when the
+ * entry would call for a flush; the caller then attaches and calls
+ * pmhash_log_append.
+ */
+bool
+pmhash_log_append_unattached(Relation index, uint64 hash, ItemPointer tid)
+{
+	PmhashShared *shared;
+	PmhashLocal *local;
+	PmhashXactLog *xl;
+
+	if (!pmhash_attached_before(index, &shared, &local))
+		return false;
+	xl = pmhash_xact_log(&shared->key, RelationGetRelid(index), true);
+	if (xl->n + 1 >= pmhash_log_room(shared, local))
+		return false;
+	pmhash_xact_log_add(xl, hash, tid);
+	return true;
 }
 
 /* are there entries in collecting logs? */

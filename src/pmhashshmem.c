@@ -886,7 +886,7 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 	PmhashShared *shared;
 	PmhashLocal *local;
 
-	PmhashRelCache *cache = (PmhashRelCache *) index->rd_amcache;
+	PmhashRelCache *cache;
 
 	if (RecoveryInProgress())
 		ereport(ERROR,
@@ -895,19 +895,10 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 						RelationGetRelationName(index)),
 				 errdetail("pmhash pools are not WAL-logged, so a standby's pools do not follow its primary."),
 				 errhint("Query the primary, or disable index scans for this query.")));
-	pmhash_key_for_rel(index, &key);
-	if (cache != NULL && pmhash_area_pid == MyProcPid &&
-		memcmp(&cache->key, &key, sizeof(key)) == 0)
+	if (!pmhash_attached_before(index, &shared, &local))
 	{
-		/*
-		 * Fast path for repeated probes: the shared entry of a storage we
-		 * hold a lock on cannot go away under us.
-		 */
-		shared = cache->shared;
-		local = cache->local;
-	}
-	else
-	{
+		cache = (PmhashRelCache *) index->rd_amcache;
+		pmhash_key_for_rel(index, &key);
 		pmhash_require_preload();
 		if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
 			ereport(ERROR,
@@ -928,6 +919,31 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 
 	LWLockAcquire(&shared->lock, mode);
 	pmhash_make_ready(idx, mode);
+}
+
+/*
+ * Has this backend attached to the index's current storage before?  If so,
+ * return its shared entry and this backend's mapping, as remembered in the
+ * relcache entry, without taking any lock: the shared entry of a storage
+ * the caller holds a relation lock on cannot go away under it.  What the
+ * caller reads there without the index lock must be fixed for the entry's
+ * life (the key) or be only a hint.
+ */
+bool
+pmhash_attached_before(Relation index, PmhashShared **shared,
+					   PmhashLocal **local)
+{
+	PmhashRelCache *cache = (PmhashRelCache *) index->rd_amcache;
+	PmhashKey	key;
+
+	if (cache == NULL || pmhash_area_pid != MyProcPid)
+		return false;
+	pmhash_key_for_rel(index, &key);
+	if (memcmp(&cache->key, &key, sizeof(key)) != 0)
+		return false;
+	*shared = cache->shared;
+	*local = cache->local;
+	return true;
 }
 
 /*
