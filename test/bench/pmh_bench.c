@@ -368,6 +368,13 @@ typedef struct Worker
 	int			nclog;
 	int32		log_line;		/* owned backup-log line, or -1 */
 	int			log_used;
+	/* ranges flushed since the last fence, for the media model */
+	struct
+	{
+		uint64		offset;
+		uint64		len;
+	}			flushed[32];
+	int			nflushed;
 	/* counters of the running phase */
 	uint64		reads;			/* pool entries read by lookups */
 	uint64		cur_reads;
@@ -406,17 +413,44 @@ cb_alloc_segment(void *arg)
 	return t->freesegs[--t->nfree];
 }
 
-/* the flush hook: feed the media model (fence calls have len 0) */
+/* feed the ranges a worker flushed since its last fence to the model */
+static void
+bench_feed_model(Worker *w)
+{
+	int			i;
+
+	if (w->nflushed == 0)
+		return;
+	pthread_mutex_lock(&w->t->medialock);
+	for (i = 0; i < w->nflushed; i++)
+		pmh_media_write(w->t->media, 1, w->flushed[i].offset,
+						w->flushed[i].len, 0, NULL, NULL);
+	pthread_mutex_unlock(&w->t->medialock);
+	w->nflushed = 0;
+}
+
+/*
+ * The flush hook: collect flushed ranges, and feed them to the media
+ * model at the fence (len 0) that ends them, under one lock, as the
+ * server does (pmhashstats.c).
+ */
 static void
 bench_flush_hook(void *arg, uint64 offset, size_t len)
 {
 	Worker	   *w = (Worker *) arg;
 
-	if (len == 0 || w->t->media == NULL)
+	if (w->t->media == NULL)
 		return;
-	pthread_mutex_lock(&w->t->medialock);
-	pmh_media_write(w->t->media, 1, offset, len, 0, NULL, NULL);
-	pthread_mutex_unlock(&w->t->medialock);
+	if (len == 0)
+	{
+		bench_feed_model(w);
+		return;
+	}
+	if (w->nflushed == lengthof(w->flushed))
+		bench_feed_model(w);
+	w->flushed[w->nflushed].offset = offset;
+	w->flushed[w->nflushed].len = len;
+	w->nflushed++;
 }
 
 /* the read hook: count what lookups read from the pool */
