@@ -35,6 +35,17 @@ SELECT flushes - :f0 AS flushes, fences - :n0 AS fences, user_bytes - :u0 AS use
 FROM pmhash_stats('wp_k');
 SELECT count(*) FROM wp WHERE k = 1005;
 
+-- a transaction's flushes count in its own session before it commits (the
+-- counters are published at transaction end, and before a session reads
+-- them): 29 of the 40 entries fill this backend's line (13 left) and the
+-- next one; the other 11 wait in the collecting log until COMMIT
+SELECT user_bytes AS u0 FROM pmhash_stats('wp_k') \gset
+BEGIN;
+INSERT INTO wp SELECT g, 2000 + g FROM generate_series(1, 40) g;
+SELECT user_bytes - :u0 AS user_bytes_before_commit FROM pmhash_stats('wp_k');
+COMMIT;
+SELECT user_bytes - :u0 AS user_bytes FROM pmhash_stats('wp_k');
+
 -- subtransactions: a rolled-back savepoint's entries are dropped unwritten,
 -- a released one's are kept
 SELECT user_bytes AS u0 FROM pmhash_stats('wp_k') \gset
