@@ -732,6 +732,16 @@ pmhash_log_append_unattached(Relation index, uint64 hash, ItemPointer tid)
 
 	if (!pmhash_attached_before(index, &shared, &local))
 		return false;
+
+	/*
+	 * Only while the index is loaded and mapped here, as the last attach
+	 * left it: a load that failed (a damaged pool, no memory) must fail
+	 * every insert again, not let rows gather until the flush.  Read
+	 * without the lock, these can only send the row to the attach.
+	 */
+	if (shared->state != PMHASH_STATE_READY || shared->unusable ||
+		local->generation != shared->generation)
+		return false;
 	xl = pmhash_xact_log(&shared->key, RelationGetRelid(index), true);
 	if (xl->n + 1 >= pmhash_log_room(shared, local))
 		return false;

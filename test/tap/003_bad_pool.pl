@@ -89,6 +89,15 @@ sub damage_and_check
 	isnt($ret, 0, "$label: insert fails too");
 	like($err, qr/pmhash index "a_k".*\n(.*\n)*HINT:\s+REINDEX INDEX a_k/,
 		"$label: insert error names the index and hints REINDEX");
+	# a session that tried once knows the index (relcache), but inserts
+	# that join the collecting log without attaching must not hide the error
+	($ret, $out, $err) = $node->psql('postgres', q{
+		INSERT INTO a VALUES (10);
+		INSERT INTO a VALUES (11);
+		BEGIN; SAVEPOINT s; INSERT INTO a VALUES (12); ROLLBACK;},
+		on_error_stop => 0);
+	my @ins_errors = $err =~ /(ERROR:[^\n]*)/g;
+	is(scalar(@ins_errors), 3, "$label: every insert of the session fails");
 	($ret, $out) = probe('b');
 	is($out, '1', "$label: another pmhash index still works");
 	is($node->safe_psql('postgres', q{
