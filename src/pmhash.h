@@ -445,6 +445,7 @@ extern PmhashLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);
 extern void pmhash_log_free_shared(PmhashShared *shared);
 extern void pmhash_log_add_extension(PmhashIndex *idx);
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);
+extern void pmhash_log_forget_storage(const PmhashKey *key);
 extern bool pmhash_log_append_unattached(Relation index, uint64 hash,
 										 ItemPointer tid);
 extern void pmhash_log_flush_all(bool for_parallel);

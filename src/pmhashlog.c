@@ -749,6 +749,26 @@ pmhash_log_append_unattached(Relation index, uint64 hash, ItemPointer tid)
 	return true;
 }
 
+/*
+ * A storage is being built from its heap again: what this transaction
+ * collected for its earlier contents must not reach the new pool.  (A
+ * TRUNCATE of a table created in the same transaction rebuilds its
+ * indexes in place, under the same relfilenode, so the key is the same.)
+ */
+void
+pmhash_log_forget_storage(const PmhashKey *key)
+{
+	PmhashXactLog *xl;
+
+	if (pmhash_xact_unflushed == 0)
+		return;
+	xl = pmhash_xact_log(key, InvalidOid, false);
+	if (xl == NULL)
+		return;
+	pmhash_xact_unflushed -= xl->n;
+	xl->n = 0;
+}
+
 /* are there entries in collecting logs? */
 bool
 pmhash_log_have_unflushed(void)

@@ -971,6 +971,9 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	local = pmhash_local_entry(&key);
 	pmhash_init_handle(index, shared, local, LW_EXCLUSIVE, idx);
 
+	/* entries collected for the storage's earlier contents are void */
+	pmhash_log_forget_storage(&key);
+
 	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
 	pmhash_pool_close(local);
