@@ -282,6 +282,14 @@ pmhash_dsa_address(dsa_pointer dp)
 	return DsaPointerIsValid(dp) ? pmhash_dsa_base + dp : NULL;
 }
 
+/* is the index loaded, and mapped in this backend as it is now? */
+static inline bool
+pmhash_ready_here(const PmhashShared *shared, const PmhashLocal *local)
+{
+	return shared->state == PMHASH_STATE_READY &&
+		local->generation == shared->generation;
+}
+
 /*
  * The shared slots of segments [16 c, 16 c + 16): for loops over every
  * segment, which would otherwise look up the chunk table for each.

@@ -250,10 +250,9 @@ pmhash_log_lines_in_use(PmhashIndex *idx)
 
 /* does this backend own a line of the index's current pool? */
 static inline bool
-pmhash_log_owns_line(PmhashIndex *idx)
+pmhash_log_owns_line(const PmhashShared *shared, const PmhashLocal *local)
 {
-	return idx->local->log_line >= 0 &&
-		idx->local->log_generation == idx->shared->generation;
+	return local->log_line >= 0 && local->log_generation == shared->generation;
 }
 
 /* mark released backup-log slots free (log lock held exclusively) */
@@ -452,7 +451,7 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 		uint32		i;
 
 		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
-		if (pmhash_log_owns_line(idx))
+		if (pmhash_log_owns_line(shared, local))
 		{
 			if (PMH_BUCKET_SLOTS - local->log_used >= n)
 				break;
@@ -525,7 +524,8 @@ pmhash_log_close_full_line(PmhashIndex *idx)
 {
 	PmhashLocal *local = idx->local;
 
-	if (!pmhash_log_owns_line(idx) || local->log_used < PMH_BUCKET_SLOTS)
+	if (!pmhash_log_owns_line(idx->shared, local) ||
+		local->log_used < PMH_BUCKET_SLOTS)
 		return;
 	LWLockAcquire(&idx->shared->loglock, LW_EXCLUSIVE);
 	pmhash_log_line_state(idx->shared, local->log_line)->owner = -1;
@@ -682,7 +682,7 @@ pmhash_log_room(const PmhashShared *shared, const PmhashLocal *local)
 {
 	int			room = PMH_BUCKET_SLOTS;
 
-	if (local->log_line >= 0 && local->log_generation == shared->generation)
+	if (pmhash_log_owns_line(shared, local))
 		room -= local->log_used;
 	return room > 0 ? room : PMH_BUCKET_SLOTS;
 }
@@ -739,8 +739,7 @@ pmhash_log_append_unattached(Relation index, uint64 hash, ItemPointer tid)
 	 * every insert again, not let rows gather until the flush.  Read
 	 * without the lock, these can only send the row to the attach.
 	 */
-	if (shared->state != PMHASH_STATE_READY || shared->unusable ||
-		local->generation != shared->generation)
+	if (!pmhash_ready_here(shared, local) || shared->unusable)
 		return false;
 	xl = pmhash_xact_log(&shared->key, RelationGetRelid(index), true);
 	if (xl->n + 1 >= pmhash_log_room(shared, local))

@@ -140,7 +140,10 @@ pmhash_shmem_startup_hook(void)
 											 pmhash_ctl->dsa_tranche, NULL);
 		dsa_set_size_limit(pmhash_pm_area, pmhash_ctl->dsa_size);
 
-		/* pmhash_dsa_address relies on one segment, starting at the place */
+		/*
+		 * pmhash_dsa_address relies on the area's one segment (the size
+		 * limit above keeps it from growing others) starting at the place
+		 */
 		dp = dsa_allocate(pmhash_pm_area, sizeof(uint64));
 		if (dsa_get_address(pmhash_pm_area, dp) != place + dp)
 			elog(FATAL, "pmhash: DSA pointers are not offsets from the area's place");
@@ -795,8 +798,7 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 	volatile bool loading = false;
 
 	/* the common case: loaded, and mapped here */
-	if (likely(shared->state == PMHASH_STATE_READY &&
-			   idx->local->generation == shared->generation))
+	if (likely(pmhash_ready_here(shared, idx->local)))
 	{
 		pmhash_check_local(idx);
 		return;
