@@ -58,6 +58,13 @@ SET enable_seqscan = off; SELECT count(*) FROM lc_new WHERE k = 5; RESET enable_
 -- the TRUNCATE rebuilt the index in place (same relfilenode): entries the
 -- transaction still held for the old rows (97 to 100) were dropped
 SELECT entries FROM pmhash_stats('lc_new_k');
+-- and the index answers as a sequential scan does, old keys included
+SET enable_seqscan = off; SET enable_bitmapscan = off;
+SELECT k FROM lc_new WHERE k = ANY ('{5,97,98,99,100}') ORDER BY k;
+RESET ALL;
+SET enable_indexscan = off; SET enable_bitmapscan = off;
+SELECT k FROM lc_new WHERE k = ANY ('{5,97,98,99,100}') ORDER BY k;
+RESET ALL;
 DROP TABLE lc_new;
 
 -- REINDEX, VACUUM FULL, CLUSTER-like rewrites, ALTER TYPE
