@@ -1598,12 +1598,115 @@ pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash, uint64 *tags,
 	return n;
 }
 
+#ifdef __SSE2__
+/* the smallest 16-bit lane of v */
+static inline int
+pmh_min_lane16(__m128i v)
+{
+	v = _mm_min_epi16(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(1, 0, 3, 2)));
+	v = _mm_min_epi16(v, _mm_shuffle_epi32(v, _MM_SHUFFLE(2, 3, 0, 1)));
+	v = _mm_min_epi16(v, _mm_shufflelo_epi16(v, _MM_SHUFFLE(2, 3, 0, 1)));
+	return _mm_cvtsi128_si32(v) & 0xffff;
+}
+
+/* the first of a segment's 8 groups of 8 lanes that holds "val": its line */
+static inline int
+pmh_first_lane16(const __m128i *groups, int val)
+{
+	__m128i		want = _mm_set1_epi16((short) val);
+	int			g;
+
+	for (g = 0; g < PMH_SEG_BUCKETS / 8; g++)
+	{
+		uint32		hit = (uint32) _mm_movemask_epi8(_mm_cmpeq_epi16(groups[g], want));
+
+		if (hit != 0)
+			return g * 8 + pg_rightmost_one_pos32(hit) / 2;
+	}
+	return -1;
+}
+#endif
+
+/*
+ * Rank the lines of one segment for "want" entries: *fit is the first line
+ * with the fewest free slots that are still >= want (-1 if none), *most the
+ * first line with the most free slots (-1 if the segment is full); their
+ * free slots go to *fit_free and *most_free (0x7fff and 0 when there is
+ * no such line).  With SSE2 the 64 occupancy masks are counted 8 at a time
+ * (a popcount per 16-bit lane, by halves).
+ */
+void
+pmh_rank_lines(const PmhSegMeta *m, int want, int *fit, int *fit_free,
+			   int *most, int *most_free)
+{
+#ifdef __SSE2__
+	__m128i		fitv[PMH_SEG_BUCKETS / 8];
+	__m128i		freev[PMH_SEG_BUCKETS / 8];
+	__m128i		minv = _mm_set1_epi16(0x7fff);
+	__m128i		maxv = _mm_setzero_si128();
+	__m128i		below = _mm_set1_epi16((short) (want - 1));
+	__m128i		none = _mm_set1_epi16(0x7fff);
+	int			g;
+
+	StaticAssertStmt(PMH_SEG_BUCKETS % 8 == 0, "lines come in groups of 8");
+	for (g = 0; g < PMH_SEG_BUCKETS / 8; g++)
+	{
+		__m128i		x = _mm_loadu_si128((const __m128i *) &m->occ[g * 8]);
+		__m128i		ok;
+
+		x = _mm_sub_epi16(x, _mm_and_si128(_mm_srli_epi16(x, 1),
+										   _mm_set1_epi16(0x5555)));
+		x = _mm_add_epi16(_mm_and_si128(x, _mm_set1_epi16(0x3333)),
+						  _mm_and_si128(_mm_srli_epi16(x, 2),
+										_mm_set1_epi16(0x3333)));
+		x = _mm_and_si128(_mm_add_epi16(x, _mm_srli_epi16(x, 4)),
+						  _mm_set1_epi16(0x0f0f));
+		x = _mm_and_si128(_mm_add_epi16(x, _mm_srli_epi16(x, 8)),
+						  _mm_set1_epi16(0x001f));
+		freev[g] = _mm_sub_epi16(_mm_set1_epi16(PMH_BUCKET_SLOTS), x);
+		ok = _mm_cmpgt_epi16(freev[g], below);
+		fitv[g] = _mm_or_si128(_mm_and_si128(ok, freev[g]),
+							   _mm_andnot_si128(ok, none));
+		minv = _mm_min_epi16(minv, fitv[g]);
+		maxv = _mm_max_epi16(maxv, freev[g]);
+	}
+	*fit_free = pmh_min_lane16(minv);
+	*fit = *fit_free == 0x7fff ? -1 : pmh_first_lane16(fitv, *fit_free);
+	/* the largest lane is the smallest of its negation */
+	*most_free = -(int16) pmh_min_lane16(_mm_sub_epi16(_mm_setzero_si128(), maxv));
+	*most = *most_free == 0 ? -1 : pmh_first_lane16(freev, *most_free);
+#else
+	int			b;
+
+	*fit = -1;
+	*fit_free = 0x7fff;
+	*most = -1;
+	*most_free = 0;
+	for (b = 0; b < PMH_SEG_BUCKETS; b++)
+	{
+		int			nfree = PMH_BUCKET_SLOTS - pg_popcount32(m->occ[b]);
+
+		if (nfree >= want && nfree < *fit_free)
+		{
+			*fit_free = nfree;
+			*fit = b;
+		}
+		if (nfree > *most_free)
+		{
+			*most_free = nfree;
+			*most = b;
+		}
+	}
+#endif
+}
+
 /*
  * Choose the line (bucket) of primary segment segno or its chain that
  * "want" entries should go to: the fullest line with room for all of them,
  * so that wholly free lines are kept for whole D-buckets; if no line has
- * that much room, the line with the most.  Returns false when the segment
- * and its chain have no free slot at all.
+ * that much room, the line with the most (the first such line in chain
+ * order, either way).  Returns false when the segment and its chain have no
+ * free slot at all.
  */
 static bool
 pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
@@ -1641,30 +1744,32 @@ pmh_choose_line(const PmhCallbacks *cb, uint32 segno, int want,
 	for (seg = segno; seg != PMH_NO_SEGMENT;)
 	{
 		PmhSegMeta *m = cb->get_meta(cb->arg, seg);
-		int			b;
 
-		for (b = 0; m->nlive < PMH_SEG_SLOTS && b < PMH_SEG_BUCKETS; b++)
+		if (m->nlive < PMH_SEG_SLOTS)
 		{
-			int			nfree = PMH_BUCKET_SLOTS - pg_popcount32(m->occ[b]);
+			int			fit;
+			int			ffree;
+			int			most;
+			int			mfree;
 
-			if (nfree >= want && nfree < fit_free)
+			pmh_rank_lines(m, want, &fit, &ffree, &most, &mfree);
+			if (fit >= 0 && ffree < fit_free)
 			{
-				fit_free = nfree;
+				fit_free = ffree;
 				fit_seg = seg;
-				fit_bucket = b;
-				if (nfree == want)
-					goto found;
+				fit_bucket = fit;
+				if (ffree == want)
+					break;
 			}
-			if (nfree > most_free)
+			if (mfree > most_free)
 			{
-				most_free = nfree;
+				most_free = mfree;
 				most_seg = seg;
-				most_bucket = b;
+				most_bucket = most;
 			}
 		}
 		seg = m->ovf_next;
 	}
-found:
 	if (fit_bucket >= 0)
 	{
 		*segout = fit_seg;
@@ -1731,15 +1836,16 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 
 /*
  * Start loading what placing an entry into segment segno's D-bucket will
- * write: the D-bucket slot it takes or, when the D-bucket is full, the pool
- * line its relocation fills.  A caller about to place several entries (a
- * collecting log's) calls this for each of their segments first, after
- * starting to load their metadata, so that the cache misses of the
- * placements overlap instead of each stalling its insert (a lock release
- * waits for every store before it).  Only a hint: it reads the metadata
- * without the segment's lock and changes nothing, and a concurrent change
- * makes it load the wrong line.  The caller keeps the overflow chains
- * still (the server: the index lock, in any mode).
+ * write: the D-bucket slot it takes or, when the D-bucket is full, what its
+ * relocation reads first (the D-bucket's entries and the occupancy masks).
+ * A caller about to place several entries (a collecting log's) calls this
+ * for each of their segments, after starting to load their metadata's
+ * first line, then pmh_relocate_prefetch for each, so that the cache
+ * misses of the placements overlap instead of each stalling its insert (a
+ * lock release waits for every store before it).  Only a hint: it reads
+ * the metadata without the segment's lock and changes nothing, and a
+ * concurrent change makes it load the wrong line.  The caller keeps the
+ * overflow chains still (the server: the index lock, in any mode).
  */
 void
 pmh_pending_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
@@ -1747,21 +1853,44 @@ pmh_pending_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	uint32		npending = meta->npending;
-	uint32		seg;
-	int			bucket;
-	const char *line;
-	int			i;
+	size_t		off;
 
 	if (npending < PMH_DBUCKET_SLOTS)
 	{
 		pmh_prefetch_write(&meta->pending[npending]);
 		return;
 	}
-	if (!pmh_choose_line(cb, segno, PMH_DBUCKET_SLOTS, &seg, &bucket))
+	for (off = 0; off < sizeof(meta->pending); off += PMH_CACHELINE_BYTES)
+		pmh_prefetch_write((const char *) meta->pending + off);
+	pmh_prefetch(&meta->occ[0]);
+	pmh_prefetch(&meta->occ[PMH_SEG_BUCKETS / 2]);
+}
+
+/*
+ * The second step of pmh_pending_prefetch, once what it started is loaded:
+ * for a full D-bucket, start loading the pool line its relocation fills
+ * and the fingerprint buckets its entries go to.  A hint, as above.
+ */
+void
+pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
+					  uint32 segno)
+{
+	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+	uint32		seg;
+	int			bucket;
+	const char *line;
+	int			i;
+
+	if (meta->npending < PMH_DBUCKET_SLOTS)
 		return;
-	line = (const char *) &pmh_seg_entries(pool, seg)[bucket * PMH_BUCKET_SLOTS];
-	for (i = 0; i < PMH_LINE_BYTES; i += PMH_CACHELINE_BYTES)
-		pmh_prefetch_write(line + i);
+	if (pmh_choose_line(cb, segno, PMH_DBUCKET_SLOTS, &seg, &bucket))
+	{
+		line = (const char *) &pmh_seg_entries(pool, seg)[bucket * PMH_BUCKET_SLOTS];
+		for (i = 0; i < PMH_LINE_BYTES; i += PMH_CACHELINE_BYTES)
+			pmh_prefetch_write(line + i);
+	}
+	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
+		pmh_fpt_prefetch(meta, meta->pending[i].hash);
 }
 
 /*
@@ -1806,16 +1935,27 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	for (i = 0; i < meta->npending; i++)
 		pmh_fpt_prefetch(meta, meta->pending[i].hash);
 
-	/* entries the segment holds already, or that wait twice, are done */
+	/*
+	 * Entries the segment holds already, or that wait twice, are done.  An
+	 * earlier copy in the D-bucket has the same fingerprint: only those are
+	 * compared.
+	 */
 	for (i = 0; i < meta->npending; i++)
 	{
 		PmhPending *p = &meta->pending[i];
-		uint32		j;
+		uint32		c = pmh_fp_candidates(meta->pending_fp,
+										  ((uint32) 1 << i) - 1,
+										  meta->pending_fp[i]);
 
 		dup[i] = false;
-		for (j = 0; j < i && !dup[i]; j++)
+		while (c && !dup[i])
+		{
+			int			j = pg_rightmost_one_pos32(c);
+
+			c &= c - 1;
 			dup[i] = !dup[j] && meta->pending[j].hash == p->hash &&
 				meta->pending[j].tag == p->tag;
+		}
 		if (!dup[i] && check_segment)
 			dup[i] = pmh_contains(pool, cb, segno, p->hash, p->tag);
 		if (!dup[i])

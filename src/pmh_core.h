@@ -789,6 +789,10 @@ extern int	pmh_pending_lookup(const PmhSegMeta *meta, uint64 hash,
 							   uint64 *tags, int n, int maxtags);
 extern void pmh_pending_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
 								 uint32 segno);
+extern void pmh_rank_lines(const PmhSegMeta *m, int want, int *fit,
+						   int *fit_free, int *most, int *most_free);
+extern void pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
+								  uint32 segno);
 extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
 									uint32 segno, bool check_segment,
 									uint32 *released, int *nreleased,

@@ -536,8 +536,9 @@ pmhash_log_close_full_line(PmhashIndex *idx)
 /*
  * Start loading what placing these entries into their D-buckets touches:
  * first every target segment's lock and D-bucket count, then the D-bucket
- * slot, or the pool line that a full D-bucket's relocation fills
- * (pmh_pending_prefetch).  The placements then take their cache misses
+ * slot, or what a full D-bucket's relocation reads (pmh_pending_prefetch),
+ * then the pool line it fills and the fingerprint buckets its entries go
+ * to (pmh_relocate_prefetch).  The placements then take their cache misses
  * together instead of one after another (each segment lock's release
  * waits for the stores before it).  Only hints: nothing here changes
  * anything, and the index lock (any mode) keeps the directory and the
@@ -549,6 +550,7 @@ pmhash_prefetch_placement(PmhashIndex *idx, const PmhEntry *entries, int n)
 {
 	uint32		segs[PMH_BUCKET_SLOTS];
 	PmhashSegSlot *slots[PMH_BUCKET_SLOTS];
+	bool		ready[PMH_BUCKET_SLOTS];
 	int			i;
 
 	for (i = 0; i < n; i++)
@@ -560,12 +562,16 @@ pmhash_prefetch_placement(PmhashIndex *idx, const PmhEntry *entries, int n)
 	}
 	for (i = 0; i < n; i++)
 	{
-		if (!slots[i]->loaded || !slots[i]->meta_valid)
+		ready[i] = slots[i]->loaded && slots[i]->meta_valid;
+		if (!ready[i])
 			continue;
 		/* the metadata was written before "loaded" (pmhashrecover.c) */
 		pg_read_barrier();
 		pmh_pending_prefetch(&idx->local->pool, &idx->cb, segs[i]);
 	}
+	for (i = 0; i < n; i++)
+		if (ready[i])
+			pmh_relocate_prefetch(&idx->local->pool, &idx->cb, segs[i]);
 }
 
 /*

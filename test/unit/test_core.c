@@ -3355,6 +3355,68 @@ test_relocate_duplicates(void)
 }
 
 /*
+ * pmh_rank_lines (SIMD where there is SSE2) against the rule written out
+ * plainly: the first line with the fewest free slots >= want, the first
+ * line with the most.  Random occupancy of every density, every want.
+ */
+static void
+test_rank_lines(void)
+{
+	PmhSegMeta *m = pg_malloc0(sizeof(PmhSegMeta));
+	int			iter;
+
+	for (iter = 0; iter < 20000; iter++)
+	{
+		/* density: a slot is taken with probability k / 8, k = 0..8 */
+		int			k = (int) (rnd() % 9);
+		int			want = 1 + (int) (rnd() % PMH_BUCKET_SLOTS);
+		int			fit,
+					fit_free,
+					most,
+					most_free;
+		int			rfit = -1,
+					rfit_free = 0x7fff,
+					rmost = -1,
+					rmost_free = 0;
+		int			b;
+
+		for (b = 0; b < PMH_SEG_BUCKETS; b++)
+		{
+			uint16		occ = 0;
+			int			s;
+			int			nfree;
+
+			for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+				if ((int) (rnd() % 8) < k)
+					occ |= (uint16) (1 << s);
+			/* now and then a line that is wholly free or wholly taken */
+			if (rnd() % 16 == 0)
+				occ = rnd() % 2 ? 0 : 0xffff;
+			m->occ[b] = occ;
+			nfree = PMH_BUCKET_SLOTS - pg_popcount32(occ);
+			if (nfree >= want && nfree < rfit_free)
+			{
+				rfit = b;
+				rfit_free = nfree;
+			}
+			if (nfree > rmost_free)
+			{
+				rmost = b;
+				rmost_free = nfree;
+			}
+		}
+		pmh_rank_lines(m, want, &fit, &fit_free, &most, &most_free);
+		if (!CHECKF(fit == rfit && fit_free == rfit_free &&
+					most == rmost && most_free == rmost_free,
+					"want %d, density %d/8: fit %d (%d free), most %d (%d free); "
+					"expected %d (%d), %d (%d)", want, k, fit, fit_free, most,
+					most_free, rfit, rfit_free, rmost, rmost_free))
+			break;
+	}
+	free(m);
+}
+
+/*
  * Fewer than 16 entries go to the fullest line with room for all of them
  * (holes VACUUM left), never to a wholly free line while such a line
  * exists; ties go to the first line.  16 go to the first wholly free line.
@@ -3481,6 +3543,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
 		model_add_pending(&m, &ents[i]);
 	pmh_pending_prefetch(&tp.pool, &tp.cb, 0);
+	pmh_relocate_prefetch(&tp.pool, &tp.cb, 0);
 	CHECK(tp.meta[0].npending == PMH_DBUCKET_SLOTS &&
 		  tp.meta[0].occ[5] == 0 && tp.meta[0].occ[0] == 0xff01);
 	memset(st, 0, sizeof(*st));
@@ -4669,6 +4732,7 @@ static const TestDef tests[] = {
 	{"directory", test_directory},
 	{"persist_stats", test_persist_stats},
 	{"insert_lookup", test_insert_lookup},
+	{"rank_lines", test_rank_lines},
 	{"fpt_crowd", test_fpt_crowd},
 	{"fpt_full", test_fpt_full},
 	{"fingerprints", test_fingerprints},
