@@ -51,6 +51,12 @@ pmh_media_init(PmhMediaModel *m, int nlines)
 		m->lines[i].older = i + 1 < nlines ? i + 1 : PMH_MEDIA_NONE;
 	}
 	m->nlines = nlines;
+	/*
+	 * 4 x nlines slots, rounded up (at most all of them, 2 x): a small
+	 * buffer's index stays in cache, and its probe runs stay short
+	 */
+	m->index_mask = (int) Min(pg_nextpower2_32((uint32) (4 * nlines)),
+							  PMH_MEDIA_HASH_SLOTS) - 1;
 	m->clock = 0;
 	m->newest = PMH_MEDIA_NONE;
 	m->oldest = PMH_MEDIA_NONE;
@@ -59,22 +65,22 @@ pmh_media_init(PmhMediaModel *m, int nlines)
 
 /* the home slot of a line in the index */
 static int
-pmh_media_home(uint64 pool, uint64 line)
+pmh_media_home(const PmhMediaModel *m, uint64 pool, uint64 line)
 {
 	uint64		h = (line * UINT64CONST(0x9E3779B97F4A7C15)) ^
 		(pool * UINT64CONST(0xC2B2AE3D27D4EB4F));
 
-	return (int) ((h ^ (h >> 29)) & (PMH_MEDIA_HASH_SLOTS - 1));
+	return (int) ((h ^ (h >> 29)) & m->index_mask);
 }
 
 /* the index slot holding entry number e (which is resident) */
 static int
 pmh_media_index_slot(const PmhMediaModel *m, int e)
 {
-	int			i = pmh_media_home(m->lines[e].pool, m->lines[e].line);
+	int			i = pmh_media_home(m, m->lines[e].pool, m->lines[e].line);
 
 	while (m->index[i] != e + 1)
-		i = (i + 1) & (PMH_MEDIA_HASH_SLOTS - 1);
+		i = (i + 1) & m->index_mask;
 	return i;
 }
 
@@ -86,7 +92,7 @@ pmh_media_index_slot(const PmhMediaModel *m, int e)
 static void
 pmh_media_unindex(PmhMediaModel *m, int e)
 {
-	const int	mask = PMH_MEDIA_HASH_SLOTS - 1;
+	const int	mask = m->index_mask;
 	int			hole = pmh_media_index_slot(m, e);
 	int			j = hole;
 
@@ -97,7 +103,7 @@ pmh_media_unindex(PmhMediaModel *m, int e)
 		j = (j + 1) & mask;
 		if (m->index[j] == 0)
 			break;
-		home = pmh_media_home(m->lines[m->index[j] - 1].pool,
+		home = pmh_media_home(m, m->lines[m->index[j] - 1].pool,
 							  m->lines[m->index[j] - 1].line);
 		/* it stays unless its home is cyclically outside (hole, j] */
 		if (((j - home) & mask) >= ((j - hole) & mask))
@@ -200,9 +206,9 @@ pmh_media_evict(PmhMediaModel *m, PmhMediaLine *l, PmhMediaChargeFn charge,
 static PmhMediaLine *
 pmh_media_find(PmhMediaModel *m, uint64 pool, uint64 line)
 {
-	int			i = pmh_media_home(pool, line);
+	int			i = pmh_media_home(m, pool, line);
 
-	for (; m->index[i] != 0; i = (i + 1) & (PMH_MEDIA_HASH_SLOTS - 1))
+	for (; m->index[i] != 0; i = (i + 1) & m->index_mask)
 	{
 		PmhMediaLine *l = &m->lines[m->index[i] - 1];
 
@@ -232,8 +238,8 @@ pmh_media_slot(PmhMediaModel *m, uint64 pool, uint64 line,
 	l->older = PMH_MEDIA_NONE;
 	l->pool = pool;
 	l->line = line;
-	for (i = pmh_media_home(pool, line); m->index[i] != 0;
-		 i = (i + 1) & (PMH_MEDIA_HASH_SLOTS - 1))
+	for (i = pmh_media_home(m, pool, line); m->index[i] != 0;
+		 i = (i + 1) & m->index_mask)
 		;
 	m->index[i] = e + 1;
 	return l;

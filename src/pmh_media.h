@@ -64,6 +64,7 @@ typedef struct PmhMediaLine
 typedef struct PmhMediaModel
 {
 	int			nlines;			/* capacity, 1..PMH_MEDIA_MAX_LINES */
+	int			index_mask;		/* slots of index[] in use, minus one */
 	uint64		clock;
 	PmhMediaCounters total;
 	int16		newest;			/* LRU list ends, or PMH_MEDIA_NONE */
