@@ -2102,7 +2102,7 @@ report(int is_pmem)
 		   (unsigned long long) opt.entries, (unsigned long long) opt.ops,
 		   (unsigned long long) opt.del_ops, opt.theta);
 	if (opt.media_lines > 0)
-		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
+		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); fed after each phase from a trace of the fenced ranges (not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
 			   opt.media_lines);
 	if (load_shape.valid)
 		printf("- after the load (%d thread(s)): %u primary segments, %u overflow, %u log segments, global depth %d, %llu splits, load factor %.2f, pool %.1f B/entry, volatile metadata %.1f B/entry (this driver's PmhSegMeta; the server's is smaller)\n",
