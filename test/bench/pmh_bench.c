@@ -53,7 +53,8 @@
  * with the number of the fence that ends it; after each phase the traces
  * are fed, in fence order, into the write-combining buffer model of
  * src/pmh_media.c (64 lines of 256 B, LRU; one model for all threads) and
- * the model is drained.  The model's work is not timed: the server runs it
+ * the model is drained.  The model's work is not timed, only the trace's
+ * recording (an atomic add per fence, a store per range): the server runs it
  * at each fence, but Dash's and CCEH's figures carry no such instrument.
  * Write amplification = media bytes written / 16 B
  * per entry inserted (or deleted).  The read hook counts the pool entries
@@ -362,7 +363,9 @@ typedef struct Table
 	bool		vacuum_active;
 
 	PmhMediaModel *media;		/* NULL: no model */
-	uint64		fence_seq;		/* fences traced so far (atomic) */
+	/* fences traced in this phase (atomic): on a line of its own */
+	uint64		fence_seq __attribute__((aligned(PMH_CACHELINE_BYTES)));
+	char		fence_pad[PMH_CACHELINE_BYTES - sizeof(uint64)];
 	PmhCallbacks cb;
 } Table;
 
@@ -553,7 +556,9 @@ pool_full(void)
 static Table *
 table_create(uint64 entries)
 {
-	Table	   *t = pg_malloc0(sizeof(Table));
+	/* on a cache line: its fence counter has one to itself */
+	Table	   *t = aligned_alloc(PMH_CACHELINE_BYTES,
+								  TYPEALIGN(PMH_CACHELINE_BYTES, sizeof(Table)));
 	uint64		nseg = (uint64) (opt.pool_factor * (double) entries / PMH_SEG_SLOTS) + 256;
 	char		path[MAXPGPATH];
 	size_t		len;
@@ -563,6 +568,9 @@ table_create(uint64 entries)
 	pthread_rwlockattr_t ra;
 	uint64		i;
 
+	if (t == NULL)
+		die("out of memory for the table");
+	memset(t, 0, sizeof(Table));
 	if (nseg >= PMH_NO_SEGMENT)
 		die("too many entries for one pool");
 	snprintf(path, sizeof(path), "%s/pmh_bench.%d.pool", opt.dir, (int) getpid());
@@ -745,7 +753,9 @@ seg_wrlock(Table *t, uint32 segno)
 	{
 		uint32		s = 0;
 
-		if (__atomic_compare_exchange_n(state, &s, SEG_EXCLUSIVE, false,
+		/* read before trying: a failed CAS would take the line away */
+		if (__atomic_load_n(state, __ATOMIC_RELAXED) == 0 &&
+			__atomic_compare_exchange_n(state, &s, SEG_EXCLUSIVE, false,
 										__ATOMIC_ACQUIRE, __ATOMIC_RELAXED))
 			break;
 		seg_backoff(&spins);
@@ -1653,6 +1663,7 @@ run_phase(Table *t, Worker *workers, int nthreads, BenchOp op,
 	/* what was flushed between phases is not this phase's */
 	for (i = 0; i < nthreads; i++)
 		workers[i].nflushed = workers[i].ntrace = 0;
+	t->fence_seq = 0;
 	pthread_barrier_init(&barrier, NULL, (unsigned) nthreads + 1);
 	for (i = 0; i < nthreads; i++)
 	{
@@ -2102,7 +2113,7 @@ report(int is_pmem)
 		   (unsigned long long) opt.entries, (unsigned long long) opt.ops,
 		   (unsigned long long) opt.del_ops, opt.theta);
 	if (opt.media_lines > 0)
-		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); fed after each phase from a trace of the fenced ranges (not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
+		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); fed after each phase from a trace of the fenced ranges (the model not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
 			   opt.media_lines);
 	if (load_shape.valid)
 		printf("- after the load (%d thread(s)): %u primary segments, %u overflow, %u log segments, global depth %d, %llu splits, load factor %.2f, pool %.1f B/entry, volatile metadata %.1f B/entry (this driver's PmhSegMeta; the server's is smaller)\n",
