@@ -123,3 +123,22 @@ COMMIT PREPARED 'wp_2pc';
 SELECT id FROM wp WHERE k = 5005;
 
 DROP TABLE wp;
+
+-- a build counts 16 user bytes per entry it writes, NULL keys not indexed;
+-- the building session sees them before COMMIT, and the index answers as
+-- a sequential scan does
+CREATE TABLE wpb (id int, k int);
+INSERT INTO wpb SELECT g, CASE WHEN g % 10 = 0 THEN NULL ELSE g % 7 END
+FROM generate_series(1, 60) g;
+BEGIN;
+CREATE INDEX wpb_k ON wpb USING pmhash (k);
+SELECT entries, user_bytes FROM pmhash_stats('wpb_k');
+COMMIT;
+SELECT entries, user_bytes FROM pmhash_stats('wpb_k');
+SELECT array_agg(id ORDER BY id) AS by_index FROM wpb WHERE k = 3;
+SET enable_indexscan = off;
+SET enable_seqscan = on;
+SELECT array_agg(id ORDER BY id) AS by_seqscan FROM wpb WHERE k = 3;
+RESET enable_indexscan;
+SET enable_seqscan = off;
+DROP TABLE wpb;

@@ -214,7 +214,6 @@ pmhash_log_nlines(const PmhashShared *shared)
 	return PMH_LOG_LINES + shared->log_nexts * PMH_LOG_EXT_LINES;
 }
 
-/* backend-local mapping of a pool */
 /*
  * Persist traffic of one mapping not yet added to the shared counters, and
  * the flushes since its last fence not yet fed to the media model
@@ -241,6 +240,7 @@ typedef struct PmhashStatsPending
 	}			ranges[PMHASH_STATS_RANGES];
 } PmhashStatsPending;
 
+/* backend-local mapping of a pool */
 typedef struct PmhashLocal
 {
 	PmhashKey	key;
@@ -330,7 +330,6 @@ pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
 
 	return dir[pmh_dir_index(hash, idx->shared->global_depth)];
 }
-
 
 /* GUCs */
 extern char *pmhash_pool_dir;
@@ -485,8 +484,7 @@ extern uint32 pmhash_stats_slot_tag(int slot);
 extern void pmhash_stats_attach_pool(PmhashLocal *local,
 									 const PmhashShared *shared);
 extern void pmhash_stats_backend_init(void);
-extern void pmhash_stats_add_user_bytes(int slot, uint64 bytes);
-extern void pmhash_stats_add_local_user_bytes(PmhashLocal *local, uint64 bytes);
+extern void pmhash_stats_add_user_bytes(PmhashLocal *local, uint64 bytes);
 extern void pmhash_stats_publish_all(void);
 extern void pmhash_stats_forget_pool(uint64 pool_id);
 extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);

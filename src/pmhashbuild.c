@@ -336,7 +336,7 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	if (pmh_persist(pool, pool->base + PMH_SEG_OFFSET,
 					pool->mapped_len - PMH_SEG_OFFSET) != 0)
 		pmhash_report_io_error(index, "persist");
-	pmhash_stats_add_user_bytes(bs.idx.shared->stats_slot,
+	pmhash_stats_add_user_bytes(bs.idx.local,
 								(uint64) bs.indtuples * PMH_ENTRY_BYTES);
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));

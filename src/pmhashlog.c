@@ -612,7 +612,7 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 	}
 	pmhash_xact_unflushed -= n;
 	xl->n = 0;
-	pmhash_stats_add_local_user_bytes(idx->local, (uint64) n * PMH_ENTRY_BYTES);
+	pmhash_stats_add_user_bytes(idx->local, (uint64) n * PMH_ENTRY_BYTES);
 
 	pmhash_prefetch_placement(idx, entries, n);
 	PG_TRY();

@@ -383,20 +383,14 @@ pmhash_stats_attach_pool(PmhashLocal *local, const PmhashShared *shared)
 	local->pool.flush_hook_arg = local;
 }
 
-/* entries an insert wrote to the backup log: 16 user bytes each */
+/*
+ * Entries written to PMem through a mapping, by an insert (to the backup
+ * log) or a build: 16 user bytes each, published with its persist traffic.
+ */
 void
-pmhash_stats_add_local_user_bytes(PmhashLocal *local, uint64 bytes)
+pmhash_stats_add_user_bytes(PmhashLocal *local, uint64 bytes)
 {
 	pmhash_stats_pending(local)->user_bytes += bytes;
-}
-
-/* entries written to PMem by a build: 16 user bytes each */
-void
-pmhash_stats_add_user_bytes(int slot, uint64 bytes)
-{
-	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.user_bytes, bytes);
-	if (slot >= 0 && slot < pmhash_max_indexes)
-		pg_atomic_fetch_add_u64(&pmhash_statsblk->slots[slot].user_bytes, bytes);
 }
 
 /* a pool file was deleted: its lines leave the model uncharged */
