@@ -389,16 +389,13 @@ typedef struct Worker
 	int			nclog;
 	int32		log_line;		/* owned backup-log line, or -1 */
 	int			log_used;
-	/* ranges flushed since the last fence, for the media model */
-	struct
-	{
-		uint64		offset;
-		uint64		len;
-	}			flushed[32];
-	int			nflushed;
-	/* the phase's fenced ranges, in order, replayed into the model after it */
+	/*
+	 * The phase's flushed ranges, in order, replayed into the media model
+	 * after it; those from nfenced on wait for their fence's number
+	 */
 	TraceRange *trace;
 	uint64		ntrace;
+	uint64		nfenced;
 	uint64		trace_cap;
 	/* counters of the running phase */
 	uint64		reads;			/* pool entries read by lookups */
@@ -440,34 +437,21 @@ cb_alloc_segment(void *arg)
 
 /*
  * A fence ended the ranges a worker flushed since the last one: give them
- * the fence's number, shared by all workers, and add them to the worker's
- * trace.  The model gets every fence's ranges after the phase, in fence
- * order (bench_replay_traces): in the server it is fed at each fence, under
- * a lock, but here its work would be timed as the structure's.
+ * the fence's number, shared by all workers.  The model gets every fence's
+ * ranges after the phase, in fence order (bench_replay_traces): in the
+ * server it is fed at each fence, under a lock, but here its work would be
+ * timed as the structure's.
  */
 static void
 bench_trace_fence(Worker *w)
 {
 	uint32		seq;
-	int			i;
 
-	if (w->nflushed == 0)
+	if (w->nfenced == w->ntrace)
 		return;
 	seq = (uint32) __atomic_fetch_add(&w->t->fence_seq, 1, __ATOMIC_RELAXED);
-	if (w->ntrace + (uint64) w->nflushed > w->trace_cap)
-	{
-		w->trace_cap = Max(w->trace_cap * 2, 65536);
-		w->trace = pg_realloc(w->trace, sizeof(TraceRange) * w->trace_cap);
-	}
-	for (i = 0; i < w->nflushed; i++)
-	{
-		TraceRange *r = &w->trace[w->ntrace++];
-
-		r->offset = w->flushed[i].offset;
-		r->len = (uint32) w->flushed[i].len;
-		r->seq = seq;
-	}
-	w->nflushed = 0;
+	for (; w->nfenced < w->ntrace; w->nfenced++)
+		w->trace[w->nfenced].seq = seq;
 }
 
 /*
@@ -508,27 +492,34 @@ bench_replay_traces(Table *t, Worker *workers, int nthreads)
 		}
 	}
 	for (i = 0; i < nthreads; i++)
-		workers[i].ntrace = 0;
+		workers[i].ntrace = workers[i].nfenced = 0;
 }
 
 /*
- * The flush hook: collect flushed ranges until the fence (len 0) that ends
- * them, then trace them.
+ * The flush hook: trace a flushed range, numbered by the fence (len 0)
+ * that ends it.
  */
 static void
 bench_flush_hook(void *arg, uint64 offset, size_t len)
 {
 	Worker	   *w = (Worker *) arg;
+	TraceRange *r;
 
 	if (w->t->media == NULL)
 		return;
-	if (len == 0 || w->nflushed == lengthof(w->flushed))
-		bench_trace_fence(w);
 	if (len == 0)
+	{
+		bench_trace_fence(w);
 		return;
-	w->flushed[w->nflushed].offset = offset;
-	w->flushed[w->nflushed].len = len;
-	w->nflushed++;
+	}
+	if (w->ntrace == w->trace_cap)
+	{
+		w->trace_cap = Max(w->trace_cap * 2, 65536);
+		w->trace = pg_realloc(w->trace, sizeof(TraceRange) * w->trace_cap);
+	}
+	r = &w->trace[w->ntrace++];
+	r->offset = offset;
+	r->len = (uint32) len;
 }
 
 /* the read hook: count what lookups read from the pool */
@@ -1662,7 +1653,7 @@ run_phase(Table *t, Worker *workers, int nthreads, BenchOp op,
 		pmh_media_init(t->media, opt.media_lines);
 	/* what was flushed between phases is not this phase's */
 	for (i = 0; i < nthreads; i++)
-		workers[i].nflushed = workers[i].ntrace = 0;
+		workers[i].ntrace = workers[i].nfenced = 0;
 	t->fence_seq = 0;
 	pthread_barrier_init(&barrier, NULL, (unsigned) nthreads + 1);
 	for (i = 0; i < nthreads; i++)
