@@ -1129,10 +1129,9 @@ pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	PmhSegHeader *nh = pmh_seg_header(pool, newseg);
 	PmhSegHeader *ph = pmh_seg_header(pool, segno);
 
-	memset(pmh_seg_entries(pool, newseg), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
+	/* its buckets are zero already (see pmh_prepare_free_segment) */
 	nh->ovf_next = ph->ovf_next;
 	nh->word = pmh_segword_make_overflow();
-	/* its buckets are zero on the media already (see pmh_recover) */
 	if (pmh_persist(pool, nh, PMH_LINE_BYTES) != 0)
 		return -1;
 
@@ -1157,7 +1156,6 @@ pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext)
 {
 	PmhSegHeader *h = pmh_seg_header(pool, segno);
 
-	memset(pmh_seg_entries(pool, segno), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
 	h->ovf_next = 0;
 	h->word = pmh_segword_make_log(ext);
 	return pmh_persist(pool, h, PMH_LINE_BYTES);
@@ -1189,6 +1187,22 @@ pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno)
 }
 
 /*
+ * The next free slot of a segment being built, or -1 when it is full: it
+ * fills in slot order and nothing else writes it, so its live slots are
+ * exactly the first nlive.
+ */
+static inline int
+pmh_building_free_slot(const PmhSegMeta *meta)
+{
+	int			slot = (int) meta->nlive;
+
+	if (slot >= PMH_SEG_SLOTS)
+		return -1;
+	Assert(pmh_segment_free_slot(meta) == slot);
+	return slot;
+}
+
+/*
  * Place an entry into a segment being built (no persist: done in bulk),
  * filling it from its first bucket on, then its overflow chain.
  */
@@ -1203,7 +1217,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	uint32		target = segno;
 	PmhSegMeta *tmeta = meta;
 
-	slot = pmh_segment_free_slot(meta);
+	slot = pmh_building_free_slot(meta);
 	if (slot < 0)
 	{
 		/* the head of the chain is the only one that can have room */
@@ -1219,8 +1233,6 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 				return -1;
 			}
 			hdr = pmh_seg_header(pool, newseg);
-			memset(pmh_seg_entries(pool, newseg), 0,
-				   PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
 			hdr->word = pmh_segword_make_overflow();
 			hdr->ovf_next = meta->ovf_next == PMH_NO_SEGMENT ? 0 :
 				(uint64) meta->ovf_next + 1;
@@ -1231,7 +1243,7 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			pmh_seg_header(pool, segno)->ovf_next = (uint64) newseg + 1;
 			target = newseg;
 		}
-		slot = pmh_segment_free_slot(tmeta);
+		slot = pmh_building_free_slot(tmeta);
 		Assert(slot >= 0);
 	}
 
@@ -1364,8 +1376,8 @@ pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 		errno = ENOSPC;
 		return -1;
 	}
+	/* a free segment reads as zero (pmh_prepare_free_segment) */
 	nh = pmh_seg_header(pool, newseg);
-	memset(pmh_seg_entries(pool, newseg), 0, PMH_SEG_SLOTS * PMH_ENTRY_BYTES);
 	nh->ovf_next = 0;
 	nh->word = w1;
 	nmeta = cb->get_meta(cb->arg, newseg);
@@ -2062,7 +2074,7 @@ pmh_clear_orphan(PmhPool *pool, uint32 segno, PmhRecoveryResult *res)
 }
 
 /* does a whole segment (header line and buckets) read as zero? */
-static bool
+bool
 pmh_segment_is_zero(const PmhPool *pool, uint32 segno)
 {
 	const uint64 *w = (const uint64 *) pmh_seg_header(pool, segno);
@@ -2130,8 +2142,8 @@ pmh_sort_primaries(uint64 *a, uint64 *tmp, uint64 n)
 
 /*
  * Make a free segment fit for use: a free segment must read as zero on the
- * media, because splits, new overflow segments and log segments flush only
- * the lines they fill.  A half-built segment that a crash cut off (or an
+ * media, because splits, new overflow segments and log segments write and
+ * flush only the lines they fill.  A half-built segment that a crash cut off (or an
  * orphan recovery cleared) still holds entries: zero and persist it.
  * Returns 1 if it was zeroed, 0 if it was zero, -1 (errno set) if the
  * persist failed.

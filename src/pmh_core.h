@@ -850,6 +850,7 @@ extern int	pmh_recover_words(PmhPool *pool, PmhSegRole *roles,
 							  PmhRecoveryResult *res);
 extern int	pmh_recover(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 						uint64 *scratch, PmhRecoveryResult *res);
+extern bool pmh_segment_is_zero(const PmhPool *pool, uint32 segno);
 extern int	pmh_prepare_free_segment(PmhPool *pool, uint32 segno);
 
 #endif							/* PMH_CORE_H */

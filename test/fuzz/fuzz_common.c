@@ -217,6 +217,8 @@ fz_cb_alloc_segment(void *arg)
 	segno = fp->freesegs[--fp->nfree];
 	FZ_ASSERT(fp->role[segno] == PMH_SEG_FREE, "free list hands out segment %u of role %d",
 			  segno, (int) fp->role[segno]);
+	FZ_ASSERT(pmh_segment_is_zero(&fp->pool, segno),
+			  "free list hands out segment %u, which is not zero", segno);
 	fp->role[segno] = PMH_SEG_OVERFLOW; /* until told otherwise */
 	fp->owner[segno] = PMH_NO_SEGMENT;
 	fp->allocs++;

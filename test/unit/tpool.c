@@ -84,6 +84,9 @@ cb_alloc_segment(void *arg)
 	segno = tp->freesegs[--tp->nfree];
 	if (tp->lazy_free)
 		CHECK(pmh_prepare_free_segment(&tp->pool, segno) >= 0);
+	/* the core writes only what it fills of a segment it takes */
+	CHECKF(pmh_segment_is_zero(&tp->pool, segno),
+		   "alloc_segment hands out segment %u, which is not zero", segno);
 	tp->role[segno] = T_OVERFLOW;	/* until told otherwise */
 	tp->allocs++;
 	tp->last_alloc = segno;
