@@ -1920,15 +1920,16 @@ pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
  * a crash (PMH_STATE_STALE), and costs a probe per entry.
  *
  * Returns PMH_INSERT_DONE when the D-bucket is empty, PMH_INSERT_SPLIT or
- * PMH_INSERT_OVERFLOW when an entry found no room (the ones before it are
- * relocated and released), or PMH_INSERT_IOERROR (errno set; nothing is
- * released, the D-bucket is unchanged, and slots written in the segment are
- * not trusted: the caller must treat the segment's metadata as lost).
+ * PMH_INSERT_OVERFLOW (with "decide", else PMH_INSERT_FULL) when an entry
+ * found no room (the ones before it are relocated and released), or
+ * PMH_INSERT_IOERROR (errno set; nothing is released, the D-bucket is
+ * unchanged, and slots written in the segment are not trusted: the caller
+ * must treat the segment's metadata as lost).
  */
-PmhInsertResult
-pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-			 bool check_segment, uint32 *released, int *nreleased,
-			 int *nduplicates)
+static PmhInsertResult
+pmh_relocate_internal(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+					  bool check_segment, bool decide, uint32 *released,
+					  int *nreleased, int *nduplicates)
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	PmhInsertResult r = PMH_INSERT_DONE;
@@ -1986,7 +1987,7 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 
 		if (!pmh_choose_line(cb, segno, nplace - placed, &seg, &bucket))
 		{
-			r = pmh_no_room(pool, cb, segno);
+			r = decide ? pmh_no_room(pool, cb, segno) : PMH_INSERT_FULL;
 			break;
 		}
 		k = pmh_write_line(pool, cb->get_meta(cb->arg, seg), seg, bucket,
@@ -2019,6 +2020,32 @@ pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			(meta->npending - done) * sizeof(uint16));
 	meta->npending -= done;
 	return r;
+}
+
+/* pmh_relocate_internal, deciding between split and overflow: see above */
+PmhInsertResult
+pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+			 bool check_segment, uint32 *released, int *nreleased,
+			 int *nduplicates)
+{
+	return pmh_relocate_internal(pool, cb, segno, check_segment, true,
+								 released, nreleased, nduplicates);
+}
+
+/*
+ * pmh_relocate for a caller that cannot act on "no room" yet (it holds the
+ * segment, not the whole index): returns PMH_INSERT_FULL instead of
+ * PMH_INSERT_SPLIT or PMH_INSERT_OVERFLOW.  The choice reads every entry of
+ * the segment and its chain, and it would be wasted: such a caller takes
+ * the index exclusively and relocates again, and that call chooses.
+ */
+PmhInsertResult
+pmh_relocate_until_full(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+						bool check_segment, uint32 *released, int *nreleased,
+						int *nduplicates)
+{
+	return pmh_relocate_internal(pool, cb, segno, check_segment, false,
+								 released, nreleased, nduplicates);
 }
 
 /* ---------------------------------------------------------------------

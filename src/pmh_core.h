@@ -329,7 +329,9 @@ typedef enum PmhInsertResult
 	PMH_INSERT_EXISTS,			/* the same (hash, TID) is already there */
 	PMH_INSERT_SPLIT,			/* no room: the primary segment should split */
 	PMH_INSERT_OVERFLOW,		/* no room: add an overflow segment */
-	PMH_INSERT_IOERROR			/* persisting failed (errno is set) */
+	PMH_INSERT_IOERROR,			/* persisting failed (errno is set) */
+	PMH_INSERT_FULL				/* no room; which remedy was not asked
+								 * (pmh_relocate_until_full) */
 } PmhInsertResult;
 
 /* ---- hash bit slicing ---- */
@@ -797,6 +799,13 @@ extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
 									uint32 segno, bool check_segment,
 									uint32 *released, int *nreleased,
 									int *nduplicates);
+extern PmhInsertResult pmh_relocate_until_full(PmhPool *pool,
+											   const PmhCallbacks *cb,
+											   uint32 segno,
+											   bool check_segment,
+											   uint32 *released,
+											   int *nreleased,
+											   int *nduplicates);
 
 /*
  * Collect the tag words of every entry with this hash that a scan finds in

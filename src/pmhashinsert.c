@@ -55,6 +55,10 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 			case PMH_INSERT_IOERROR:
 				pmhash_report_io_error(idx->rel, "persist entry in");
 				break;
+			case PMH_INSERT_FULL:
+				/* pmh_insert_new always chooses */
+				elog(ERROR, "pmhash: no remedy chosen for a full segment");
+				break;
 			case PMH_INSERT_SPLIT:
 			case PMH_INSERT_OVERFLOW:
 				if (idx->mode != LW_EXCLUSIVE)

@@ -313,7 +313,9 @@ pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
 /*
  * Relocate the D-bucket of primary segment segno (segment lock held
  * exclusively, or the index lock exclusively) and release the log slots
- * of what was relocated.  Returns the core's verdict.
+ * of what was relocated.  Returns the core's verdict: with the index lock
+ * exclusive, what to do when there is no room; else only that there is
+ * none (PMH_INSERT_FULL), as nothing can be done about it before relocking.
  */
 static PmhInsertResult
 pmhash_relocate_segment(PmhashIndex *idx, uint32 segno)
@@ -328,8 +330,13 @@ pmhash_relocate_segment(PmhashIndex *idx, uint32 segno)
 	 * treat it like a failed WAL write and start over from the pool.
 	 */
 	START_CRIT_SECTION();
-	r = pmh_relocate(&idx->local->pool, &idx->cb, segno, idx->shared->stale,
-					 released, &nrel, &ndup);
+	if (idx->mode == LW_EXCLUSIVE)
+		r = pmh_relocate(&idx->local->pool, &idx->cb, segno,
+						 idx->shared->stale, released, &nrel, &ndup);
+	else
+		r = pmh_relocate_until_full(&idx->local->pool, &idx->cb, segno,
+									idx->shared->stale, released, &nrel,
+									&ndup);
 	if (r == PMH_INSERT_IOERROR)
 		pmhash_report_io_error(idx->rel, "relocate entries in");
 	pmhash_log_release(idx, released, nrel, false);
@@ -371,19 +378,16 @@ pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 		}
 		r = pmhash_relocate_segment(idx, segno);
 		pmhash_unlock_segment(idx, segno);
-		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
+		if (r == PMH_INSERT_FULL)
 		{
-			if (idx->mode != LW_EXCLUSIVE)
-			{
-				/* structure changes need the whole index; look again */
-				pmhash_relock(idx, LW_EXCLUSIVE);
-				continue;
-			}
-			if (r == PMH_INSERT_SPLIT)
-				pmhash_split_segment(idx, segno);
-			else
-				pmhash_add_overflow_segment(idx, segno);
+			/* structure changes need the whole index; look again */
+			pmhash_relock(idx, LW_EXCLUSIVE);
+			continue;
 		}
+		if (r == PMH_INSERT_SPLIT)
+			pmhash_split_segment(idx, segno);
+		else if (r == PMH_INSERT_OVERFLOW)
+			pmhash_add_overflow_segment(idx, segno);
 		CHECK_FOR_INTERRUPTS();
 	}
 }

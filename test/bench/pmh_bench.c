@@ -857,7 +857,11 @@ log_release(Worker *w, const uint32 *slots, int n, bool zero)
 	pthread_mutex_unlock(&t->loglock);
 }
 
-/* relocate the D-bucket of primary segno and release its log slots */
+/*
+ * Relocate the D-bucket of primary segno and release its log slots: with
+ * the index lock exclusive, the verdict says what to do when there is no
+ * room, else only that there is none (pmhash_relocate_segment).
+ */
 static PmhInsertResult
 relocate_segment(Worker *w, uint32 segno)
 {
@@ -866,7 +870,12 @@ relocate_segment(Worker *w, uint32 segno)
 	int			ndup;
 	PmhInsertResult r;
 
-	r = pmh_relocate(&w->pool, &w->t->cb, segno, false, released, &nrel, &ndup);
+	if (w->exclusive)
+		r = pmh_relocate(&w->pool, &w->t->cb, segno, false, released, &nrel,
+						 &ndup);
+	else
+		r = pmh_relocate_until_full(&w->pool, &w->t->cb, segno, false,
+									released, &nrel, &ndup);
 	if (r == PMH_INSERT_IOERROR)
 		die("pmh_relocate: %m");
 	log_release(w, released, nrel, false);
@@ -957,16 +966,14 @@ place_pending(Worker *w, uint64 hash, uint64 tag, uint32 logslot)
 		r = relocate_segment(w, segno);
 		if (locked)
 			seg_unlock(t, segno);
-		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
+		if (r == PMH_INSERT_FULL)
 		{
-			if (!w->exclusive)
-			{
-				/* structure changes need the whole index; look again */
-				idx_relock(w, true);
-				continue;
-			}
-			make_room(w, segno, r);
+			/* structure changes need the whole index; look again */
+			idx_relock(w, true);
+			continue;
 		}
+		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
+			make_room(w, segno, r);
 	}
 }
 

@@ -651,7 +651,8 @@ fz_add_log_segment(FzPool *fp)
 /*
  * Relocate the D-bucket of primary segno until it is empty, splitting or
  * adding overflow segments as the core asks; released log slots go to
- * "release".
+ * "release".  The first try is the server's under a segment lock
+ * (pmh_relocate_until_full): no room then means try again with the choice.
  */
 void
 fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
@@ -667,8 +668,13 @@ fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
 		uint32		before = fp->meta[segno].npending;
 		PmhInsertResult r;
 
-		r = pmh_relocate(&fp->pool, &fp->cb, segno, check_segment,
-						 released, &nrel, &ndup);
+		if (round == 0)
+			r = pmh_relocate_until_full(&fp->pool, &fp->cb, segno,
+										check_segment, released, &nrel,
+										&ndup);
+		else
+			r = pmh_relocate(&fp->pool, &fp->cb, segno, check_segment,
+							 released, &nrel, &ndup);
 		FZ_ASSERT(nrel >= 0 && nrel <= (int) before && ndup >= 0 && ndup <= nrel &&
 				  fp->meta[segno].npending == before - (uint32) nrel,
 				  "pmh_relocate(%u): %u pending, %d released, %d duplicates, %u left",
@@ -682,6 +688,8 @@ fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
 					  segno, fp->meta[segno].npending);
 			return;
 		}
+		if (r == PMH_INSERT_FULL && round == 0)
+			continue;
 		if (!fz_handle_no_room(fp, segno, r))
 			fz_fail("pmh_relocate(%u): result %d: %m", segno, (int) r);
 	}

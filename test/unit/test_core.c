@@ -3682,6 +3682,14 @@ test_relocate_no_room_split(void)
 			check_found(&tp, &ents[i], 0, "still waiting");
 	check_found(&tp, &ents[1], 1, "placed before the split");
 
+	/* without a choice of remedy: only "no room", and nothing changes */
+	memset(st, 0, sizeof(*st));
+	r = pmh_relocate_until_full(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_FULL && nrel == 0 && ndup == 0,
+		   "relocate into a full segment again: %d, released %d", (int) r, nrel);
+	check_stats(st, 0, 0, 0, 0, 0, 0, "no room, no choice");
+	CHECK(tp.meta[0].npending == 12);
+
 	/* a split: the waiting entries follow their hash bit */
 	newseg = tpool_split(&tp, 0);
 	if (!CHECK(newseg != PMH_NO_SEGMENT))
@@ -3793,10 +3801,14 @@ test_relocate_no_room_overflow(void)
 		if (i != 1)
 			model_add_pending(&m, &ents[i]);
 
-	/* ents[0], [2], [3] fill bucket 63; ents[1] is released as a duplicate */
+	/*
+	 * ents[0], [2], [3] fill bucket 63; ents[1] is released as a duplicate.
+	 * Asked as a caller holding only the segment asks: no room, and no
+	 * choice of remedy.
+	 */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
-	CHECKF(r == PMH_INSERT_OVERFLOW, "relocate into a skewed full segment: %d", (int) r);
+	r = pmh_relocate_until_full(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	CHECKF(r == PMH_INSERT_FULL, "relocate into a skewed full segment: %d", (int) r);
 	CHECKF(nrel == 4 && ndup == 1, "released %d, duplicates %d", nrel, ndup);
 	for (i = 0; i < Min(nrel, 4); i++)
 		CHECK(released[i] == (uint32) i);
@@ -3809,10 +3821,11 @@ test_relocate_no_room_overflow(void)
 		CHECKF(pending_equal(&tp.meta[0].pending[i], &ents[4 + i]),
 			   "pending[%d] is not D-bucket entry %d", i, 4 + i);
 
-	/* the same answer again while nothing changed; nothing written */
+	/* asked again with a choice: an overflow segment; nothing written */
 	memset(st, 0, sizeof(*st));
 	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
-	CHECK(r == PMH_INSERT_OVERFLOW && nrel == 0 && ndup == 0);
+	CHECKF(r == PMH_INSERT_OVERFLOW && nrel == 0 && ndup == 0,
+		   "relocate into a skewed full segment: %d", (int) r);
 	CHECK(tp.meta[0].npending == 12);
 	check_stats(st, 0, 0, 0, 0, 0, 0, "no room at all");
 

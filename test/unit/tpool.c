@@ -390,6 +390,9 @@ tpool_insert_ex(TPool *tp, uint64 hash, uint32 block, uint16 offset,
 			case PMH_INSERT_IOERROR:
 				CHECKF(false, "pmh_insert: I/O error: %m");
 				return r;
+			case PMH_INSERT_FULL:
+				CHECKF(false, "pmh_insert did not choose a remedy for no room");
+				return PMH_INSERT_IOERROR;
 			case PMH_INSERT_SPLIT:
 				if (stop & STOP_SPLIT)
 				{
