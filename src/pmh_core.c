@@ -1344,7 +1344,9 @@ pmh_persist_built_segment(PmhPool *pool, const PmhSegMeta *meta, uint32 segno)
  *
  * The caller holds the segment exclusively, has made sure that
  * pmh_segments_needed_for_split() free segments exist, and updates the
- * directory afterwards.  Returns 0, or -1 with errno set.
+ * directory afterwards.  Returns 0, or -1 with errno set; the segments a
+ * failed split took are written, and must be zeroed
+ * (pmh_prepare_free_segment) before they are handed out again.
  */
 int
 pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,

@@ -301,7 +301,10 @@ StaticAssertDecl(PMH_FPT_BUCKETS * PMH_FPT_WAYS >= PMH_SEG_SLOTS + PMH_SEG_SLOTS
  * Access to the caller's metadata and free segments.  get_meta returns the
  * metadata of a segment; alloc_segment hands out a free segment number
  * (already inside the mapping: the caller grows the pool before the
- * operation, see pmh_segments_needed_for_split) or PMH_NO_SEGMENT.
+ * operation, see pmh_segments_needed_for_split) or PMH_NO_SEGMENT.  A
+ * segment handed out must read as zero on the media (new file space, or
+ * pmh_prepare_free_segment): the core writes and flushes only what it
+ * fills.
  */
 typedef struct PmhCallbacks
 {

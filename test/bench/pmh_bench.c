@@ -930,8 +930,10 @@ make_room(Worker *w, uint32 segno, PmhInsertResult r)
 {
 	if (r == PMH_INSERT_SPLIT)
 		split_segment(w, segno);
-	else
+	else if (r == PMH_INSERT_OVERFLOW)
 		add_overflow(w, segno);
+	else
+		die("no remedy for segment %u: verdict %d", segno, (int) r);
 }
 
 /*
