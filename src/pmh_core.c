@@ -2172,9 +2172,9 @@ pmh_sort_primaries(uint64 *a, uint64 *tmp, uint64 n)
 /*
  * Make a free segment fit for use: a free segment must read as zero on the
  * media, because splits, new overflow segments and log segments write and
- * flush only the lines they fill.  A half-built segment that a crash cut off (or an
- * orphan recovery cleared) still holds entries: zero and persist it.
- * Returns 1 if it was zeroed, 0 if it was zero, -1 (errno set) if the
+ * flush only the lines they fill.  A half-built segment that a crash cut
+ * off (or an orphan recovery cleared) still holds entries: zero and persist
+ * it.  Returns 1 if it was zeroed, 0 if it was zero, -1 (errno set) if the
  * persist failed.
  */
 int

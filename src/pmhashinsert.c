@@ -57,7 +57,7 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 				break;
 			case PMH_INSERT_FULL:
 				/* pmh_insert_new always chooses */
-				elog(ERROR, "pmhash: no remedy chosen for a full segment");
+				elog(ERROR, "no remedy chosen for a full pmhash segment");
 				break;
 			case PMH_INSERT_SPLIT:
 			case PMH_INSERT_OVERFLOW:
