@@ -1921,6 +1921,13 @@ pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
  * segment holds already is looked for only with check_segment: that needs
  * a crash (PMH_STATE_STALE), and costs a probe per entry.
  *
+ * Without "decide" (a caller that cannot act on "no room" yet: it holds
+ * the segment, not the whole index) an entry that finds no room ends the
+ * relocation with PMH_INSERT_FULL.  Choosing between a split and an
+ * overflow segment reads every entry of the segment and its chain, and
+ * such a caller would waste it: it takes the index exclusively and
+ * relocates again, with "decide".
+ *
  * Returns PMH_INSERT_DONE when the D-bucket is empty, PMH_INSERT_SPLIT or
  * PMH_INSERT_OVERFLOW (with "decide", else PMH_INSERT_FULL) when an entry
  * found no room (the ones before it are relocated and released), or
@@ -1928,10 +1935,10 @@ pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
  * unchanged, and slots written in the segment are not trusted: the caller
  * must treat the segment's metadata as lost).
  */
-static PmhInsertResult
-pmh_relocate_internal(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-					  bool check_segment, bool decide, uint32 *released,
-					  int *nreleased, int *nduplicates)
+PmhInsertResult
+pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+			 bool check_segment, bool decide, uint32 *released,
+			 int *nreleased, int *nduplicates)
 {
 	PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
 	PmhInsertResult r = PMH_INSERT_DONE;
@@ -2022,32 +2029,6 @@ pmh_relocate_internal(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			(meta->npending - done) * sizeof(uint16));
 	meta->npending -= done;
 	return r;
-}
-
-/* pmh_relocate_internal, deciding between split and overflow: see above */
-PmhInsertResult
-pmh_relocate(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-			 bool check_segment, uint32 *released, int *nreleased,
-			 int *nduplicates)
-{
-	return pmh_relocate_internal(pool, cb, segno, check_segment, true,
-								 released, nreleased, nduplicates);
-}
-
-/*
- * pmh_relocate for a caller that cannot act on "no room" yet (it holds the
- * segment, not the whole index): returns PMH_INSERT_FULL instead of
- * PMH_INSERT_SPLIT or PMH_INSERT_OVERFLOW.  The choice reads every entry of
- * the segment and its chain, and it would be wasted: such a caller takes
- * the index exclusively and relocates again, and that call chooses.
- */
-PmhInsertResult
-pmh_relocate_until_full(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-						bool check_segment, uint32 *released, int *nreleased,
-						int *nduplicates)
-{
-	return pmh_relocate_internal(pool, cb, segno, check_segment, false,
-								 released, nreleased, nduplicates);
 }
 
 /* ---------------------------------------------------------------------

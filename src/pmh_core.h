@@ -334,7 +334,7 @@ typedef enum PmhInsertResult
 	PMH_INSERT_OVERFLOW,		/* no room: add an overflow segment */
 	PMH_INSERT_IOERROR,			/* persisting failed (errno is set) */
 	PMH_INSERT_FULL				/* no room; which remedy was not asked
-								 * (pmh_relocate_until_full) */
+								 * (pmh_relocate without "decide") */
 } PmhInsertResult;
 
 /* ---- hash bit slicing ---- */
@@ -800,15 +800,8 @@ extern void pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
 								  uint32 segno);
 extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
 									uint32 segno, bool check_segment,
-									uint32 *released, int *nreleased,
-									int *nduplicates);
-extern PmhInsertResult pmh_relocate_until_full(PmhPool *pool,
-											   const PmhCallbacks *cb,
-											   uint32 segno,
-											   bool check_segment,
-											   uint32 *released,
-											   int *nreleased,
-											   int *nduplicates);
+									bool decide, uint32 *released,
+									int *nreleased, int *nduplicates);
 
 /*
  * Collect the tag words of every entry with this hash that a scan finds in

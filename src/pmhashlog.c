@@ -330,13 +330,8 @@ pmhash_relocate_segment(PmhashIndex *idx, uint32 segno)
 	 * treat it like a failed WAL write and start over from the pool.
 	 */
 	START_CRIT_SECTION();
-	if (idx->mode == LW_EXCLUSIVE)
-		r = pmh_relocate(&idx->local->pool, &idx->cb, segno,
-						 idx->shared->stale, released, &nrel, &ndup);
-	else
-		r = pmh_relocate_until_full(&idx->local->pool, &idx->cb, segno,
-									idx->shared->stale, released, &nrel,
-									&ndup);
+	r = pmh_relocate(&idx->local->pool, &idx->cb, segno, idx->shared->stale,
+					 idx->mode == LW_EXCLUSIVE, released, &nrel, &ndup);
 	if (r == PMH_INSERT_IOERROR)
 		pmhash_report_io_error(idx->rel, "relocate entries in");
 	pmhash_log_release(idx, released, nrel, false);

@@ -481,8 +481,7 @@ pmhash_check_local(PmhashIndex *idx)
 		local->stats_pool != shared->pool_id ||
 		local->pool.flush_hook == NULL)
 		pmhash_stats_attach_pool(local, shared);
-	local->pool.log_ext_segs = DsaPointerIsValid(shared->logexts) ?
-		pmhash_dsa_address(shared->logexts) : NULL;
+	local->pool.log_ext_segs = pmhash_dsa_address(shared->logexts);
 }
 
 /* find this backend's mapping entry for a key, creating an empty one */

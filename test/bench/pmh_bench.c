@@ -870,12 +870,8 @@ relocate_segment(Worker *w, uint32 segno)
 	int			ndup;
 	PmhInsertResult r;
 
-	if (w->exclusive)
-		r = pmh_relocate(&w->pool, &w->t->cb, segno, false, released, &nrel,
-						 &ndup);
-	else
-		r = pmh_relocate_until_full(&w->pool, &w->t->cb, segno, false,
-									released, &nrel, &ndup);
+	r = pmh_relocate(&w->pool, &w->t->cb, segno, false, w->exclusive,
+					 released, &nrel, &ndup);
 	if (r == PMH_INSERT_IOERROR)
 		die("pmh_relocate: %m");
 	log_release(w, released, nrel, false);

@@ -651,8 +651,8 @@ fz_add_log_segment(FzPool *fp)
 /*
  * Relocate the D-bucket of primary segno until it is empty, splitting or
  * adding overflow segments as the core asks; released log slots go to
- * "release".  The first try is the server's under a segment lock
- * (pmh_relocate_until_full): no room then means try again with the choice.
+ * "release".  The first try is the server's under a segment lock (no
+ * "decide"): no room then means try again with the choice.
  */
 void
 fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
@@ -668,13 +668,8 @@ fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
 		uint32		before = fp->meta[segno].npending;
 		PmhInsertResult r;
 
-		if (round == 0)
-			r = pmh_relocate_until_full(&fp->pool, &fp->cb, segno,
-										check_segment, released, &nrel,
-										&ndup);
-		else
-			r = pmh_relocate(&fp->pool, &fp->cb, segno, check_segment,
-							 released, &nrel, &ndup);
+		r = pmh_relocate(&fp->pool, &fp->cb, segno, check_segment,
+						 round > 0, released, &nrel, &ndup);
 		FZ_ASSERT(nrel >= 0 && nrel <= (int) before && ndup >= 0 && ndup <= nrel &&
 				  fp->meta[segno].npending == before - (uint32) nrel,
 				  "pmh_relocate(%u): %u pending, %d released, %d duplicates, %u left",

@@ -3170,7 +3170,7 @@ test_relocate_full_dbucket(void)
 	/* an empty D-bucket: nothing to do, not even a fence */
 	hook_start(&tp, &hl);
 	nrel = ndup = -1;
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 0 && ndup == 0);
 	check_stats(st, 0, 0, 0, 0, 0, 0, "empty D-bucket");
 	CHECK(hl.nevents == 0);
@@ -3186,7 +3186,7 @@ test_relocate_full_dbucket(void)
 	}
 
 	hook_start(&tp, &hl);
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
 	CHECK(nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	for (i = 0; i < nrel; i++)
@@ -3217,7 +3217,7 @@ test_relocate_full_dbucket(void)
 	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
 		model_add_pending(&m, &ents[i]);
 	hook_start(&tp, &hl);
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	for (i = 0; i < nrel; i++)
 		CHECK(released[i] == PMH_BUCKET_SLOTS + (uint32) i);
@@ -3241,7 +3241,7 @@ test_relocate_full_dbucket(void)
 	for (i = 0; i < PMH_DBUCKET_SLOTS; i++)
 		model_add_pending(&m, &ents[i]);
 	hook_start(&tp, &hl);
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	check_stats(st, 1, PMH_LINE_BYTES, 4, 1, 0, 1, "full D-bucket, partial line present");
 	CHECK(hl.off[0] == bucket_offset(&tp, 0, 3));
@@ -3319,7 +3319,7 @@ test_relocate_duplicates(void)
 	 * (4 cache lines: the whole line).
 	 */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
 	CHECKF(nrel == PMH_DBUCKET_SLOTS && ndup == 3, "released %d, duplicates %d",
 		   nrel, ndup);
@@ -3348,7 +3348,7 @@ test_relocate_duplicates(void)
 	ents[15] = seg[0];
 	pend_entries(&tp, 0, 1, 0, ents, PMH_DBUCKET_SLOTS);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS &&
 		  ndup == PMH_DBUCKET_SLOTS);
 	for (i = 0; i < nrel; i++)
@@ -3468,7 +3468,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 5; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 5 && ndup == 0);
 	for (i = 0; i < 5; i++)
 		CHECK(released[i] == (uint32) i);
@@ -3491,7 +3491,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 5; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 5 && ndup == 0);
 	for (i = 0; i < 5; i++)
 		CHECK(released[i] == 5 + (uint32) i);
@@ -3510,7 +3510,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 12; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 12 && ndup == 0);
 	check_stats(st, 1, 12 * PMH_ENTRY_BYTES, 3, 0, 1, 1, "12 into a free line");
 	CHECKF(tp.meta[0].occ[0] == 0xff01 && tp.meta[0].occ[4] == 0x0fff &&
@@ -3525,7 +3525,7 @@ test_relocate_best_fit(void)
 	for (i = 0; i < 4; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 4 && ndup == 0);
 	for (i = 0; i < 4; i++)
 		CHECK(released[i] == PMH_BUCKET_SLOTS + 12 + (uint32) i);
@@ -3553,7 +3553,7 @@ test_relocate_best_fit(void)
 	CHECK(tp.meta[0].npending == PMH_DBUCKET_SLOTS &&
 		  tp.meta[0].occ[5] == 0 && tp.meta[0].occ[0] == 0xff01);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	check_stats(st, 1, PMH_LINE_BYTES, PMH_LINE_BYTES / PMH_CACHELINE_BYTES, 1, 0, 1,
 				"whole D-bucket");
@@ -3636,7 +3636,7 @@ test_relocate_no_room_split(void)
 	for (i = 0; i < 10; i++)
 		model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == 10 && ndup == 0);
 	check_stats(st, 2, 10 * PMH_ENTRY_BYTES, 2 + 1, 0, 2, 1, "spill over two lines");
 	CHECKF(tp.meta[0].occ[9] == 0xffff && tp.meta[0].occ[20] == 0xffff &&
@@ -3663,7 +3663,7 @@ test_relocate_no_room_split(void)
 		if (i != 6 && i != 9)
 			model_add_pending(&m, &ents[i]);
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_SPLIT, "relocate into a full segment: %d", (int) r);
 	CHECKF(nrel == 4 && ndup == 0, "released %d, duplicates %d", nrel, ndup);
 	for (i = 0; i < Min(nrel, 4); i++)
@@ -3684,7 +3684,7 @@ test_relocate_no_room_split(void)
 
 	/* without a choice of remedy: only "no room", and nothing changes */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate_until_full(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, false, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_FULL && nrel == 0 && ndup == 0,
 		   "relocate into a full segment again: %d, released %d", (int) r, nrel);
 	check_stats(st, 0, 0, 0, 0, 0, 0, "no room, no choice");
@@ -3735,7 +3735,8 @@ test_relocate_no_room_split(void)
 		{
 			uint32		s = half ? newseg : 0;
 
-			r = pmh_relocate(&tp.pool, &tp.cb, s, true, released, &nrel, &ndup);
+			r = pmh_relocate(&tp.pool, &tp.cb, s, true, true,
+							 released, &nrel, &ndup);
 			CHECKF(r == PMH_INSERT_DONE, "relocate after the split (%u): %d", s,
 				   (int) r);
 			CHECK(tp.meta[s].npending == 0);
@@ -3807,7 +3808,7 @@ test_relocate_no_room_overflow(void)
 	 * choice of remedy.
 	 */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate_until_full(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, false, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_FULL, "relocate into a skewed full segment: %d", (int) r);
 	CHECKF(nrel == 4 && ndup == 1, "released %d, duplicates %d", nrel, ndup);
 	for (i = 0; i < Min(nrel, 4); i++)
@@ -3823,7 +3824,7 @@ test_relocate_no_room_overflow(void)
 
 	/* asked again with a choice: an overflow segment; nothing written */
 	memset(st, 0, sizeof(*st));
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_OVERFLOW && nrel == 0 && ndup == 0,
 		   "relocate into a skewed full segment: %d", (int) r);
 	CHECK(tp.meta[0].npending == 12);
@@ -3833,7 +3834,8 @@ test_relocate_no_room_overflow(void)
 	if (CHECK(ovf != PMH_NO_SEGMENT))
 	{
 		memset(st, 0, sizeof(*st));
-		r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+		r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true,
+						 released, &nrel, &ndup);
 		CHECK(r == PMH_INSERT_DONE && nrel == 12 && ndup == 0);
 		for (i = 0; i < nrel; i++)
 			CHECK(released[i] == 4 + (uint32) i);
@@ -3929,7 +3931,7 @@ test_relocate_recovery(void)
 		return;
 	}
 
-	r = pmh_relocate(&tp.pool, &tp.cb, p, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, p, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	CHECKF(tp.meta[p].occ[fb] == 0xffff, "segment %u bucket %d: occ %04x", p, fb,
 		   tp.meta[p].occ[fb]);
@@ -4114,7 +4116,8 @@ test_torn_relocate_states(void)
 
 		if (trace_start(pmh_seg_entries(&tp.pool, 0), &old_segv, &old_trap))
 		{
-			r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+			r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true,
+							 released, &nrel, &ndup);
 			trace_stop(&old_segv, &old_trap);
 		}
 		CHECKF(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0,
@@ -4188,7 +4191,7 @@ test_torn_relocate_states(void)
 		free(tags);
 	}
 #else
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, true, true, released, &nrel, &ndup);
 	CHECK(r == PMH_INSERT_DONE && nrel == PMH_DBUCKET_SLOTS && ndup == 0);
 	printf("#   store tracing needs x86-64 Linux; not checked\n");
 #endif
@@ -4302,7 +4305,7 @@ test_relocate_unchecked(void)
 	ents[7] = ents[4];			/* waits twice */
 	pend_entries(&tp, 0, 0, 0, ents, PMH_DBUCKET_SLOTS);
 
-	r = pmh_relocate(&tp.pool, &tp.cb, 0, false, released, &nrel, &ndup);
+	r = pmh_relocate(&tp.pool, &tp.cb, 0, false, true, released, &nrel, &ndup);
 	CHECKF(r == PMH_INSERT_DONE, "relocate: %d", (int) r);
 	CHECKF(nrel == PMH_DBUCKET_SLOTS && ndup == 1, "released %d, duplicates %d",
 		   nrel, ndup);
@@ -4689,7 +4692,7 @@ test_optimistic_lookups(void)
 				int			ndup;
 				PmhInsertResult res;
 
-				res = pmh_relocate(&tp.pool, &tp.cb, 0, false, released,
+				res = pmh_relocate(&tp.pool, &tp.cb, 0, false, true, released,
 								   &nrel, &ndup);
 				CHECKF(res == PMH_INSERT_DONE, "relocate: %d", (int) res);
 				relocations++;

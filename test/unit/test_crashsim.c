@@ -554,8 +554,8 @@ sim_relocate(Sim *sim, uint32 p)
 	int			ndup = 0;
 	PmhInsertResult r;
 
-	r = pmh_relocate(&sim->tp.pool, &sim->tp.cb, p, false, released, &nrel,
-					 &ndup);
+	r = pmh_relocate(&sim->tp.pool, &sim->tp.cb, p, false, true, released,
+					 &nrel, &ndup);
 	CHECKF(ndup == 0, "relocation of %u found %d duplicates", p, ndup);
 	if (sim->vacuum_active && nrel > 0)
 		sim->vacuum_relocations++;

@@ -1199,7 +1199,8 @@ tpool_relocate_all(TPool *tp, int *ndup)
 			if (tp->role[s] != T_PRIMARY || tp->meta[s].npending == 0)
 				continue;
 			any = true;
-			r = pmh_relocate(&tp->pool, &tp->cb, (uint32) s, true, released, &nrel, &nd);
+			r = pmh_relocate(&tp->pool, &tp->cb, (uint32) s, true, true,
+							 released, &nrel, &nd);
 			total += nrel;
 			*ndup += nd;
 			if (r == PMH_INSERT_SPLIT)
@@ -1213,7 +1214,7 @@ tpool_relocate_all(TPool *tp, int *ndup)
 					return total;
 			}
 			else if (!CHECKF(r == PMH_INSERT_DONE, "pmh_relocate(%u): %d: %m",
-							 (uint32) s, (int) r))
+																 (uint32) s, (int) r))
 				return total;
 		}
 		if (!any)
