@@ -290,6 +290,13 @@ pmh_msync(PmhPool *pool, const void *addr, size_t len)
 static int
 pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
 {
+	if (unlikely(pool->fail_errno != 0))
+	{
+		/* a failure injected by a test: this flush reaches nothing */
+		errno = pool->fail_errno;
+		pool->fail_errno = 0;
+		return -1;
+	}
 	pmh_account_range(pool, addr, len);
 	if (pool->is_pmem)
 	{
@@ -2157,15 +2164,29 @@ pmh_sort_primaries(uint64 *a, uint64 *tmp, uint64 n)
  * off (or an orphan recovery cleared) still holds entries: zero and persist
  * it.  Returns 1 if it was zeroed, 0 if it was zero, -1 (errno set) if the
  * persist failed.
+ *
+ * After a failed persist the mapping reads zero while the media may not:
+ * a retry must not take the segment for clean.  So the failure leaves a
+ * mark in the header line's padding (in the mapping only; nothing reads
+ * the padding of a free segment, and recovery goes by the word), and the
+ * next call zeroes and persists the whole segment again.
  */
 int
 pmh_prepare_free_segment(PmhPool *pool, uint32 segno)
 {
+	PmhSegHeader *h = pmh_seg_header(pool, segno);
+
 	if (pmh_segment_is_zero(pool, segno))
 		return 0;
-	memset(pmh_seg_header(pool, segno), 0, PMH_SEG_BYTES);
-	if (pmh_persist(pool, pmh_seg_header(pool, segno), PMH_SEG_BYTES) != 0)
+	memset(h, 0, PMH_SEG_BYTES);
+	if (pmh_persist(pool, h, PMH_SEG_BYTES) != 0)
+	{
+		int			save_errno = errno;
+
+		h->pad[0] = 1;
+		errno = save_errno;
 		return -1;
+	}
 	return 1;
 }
 

@@ -217,6 +217,7 @@ typedef struct PmhPool
 	int			no_persist;		/* bulk build: persist later, in one go */
 	int			batching;		/* collect flushes until pmh_batch_end */
 	int			nbatch;
+	int			fail_errno;		/* tests: the next flush fails (0: none) */
 	struct
 	{
 		const void *addr;

@@ -4333,6 +4333,7 @@ test_recover_zeroes_free(void)
 	uint64		i;
 	char	   *segbytes;
 	bool		zero = true;
+	PmhPersistStats before;
 
 	memset(&m, 0, sizeof(m));
 	if (!tpool_create(&tp, "zero-free", 4))
@@ -4372,7 +4373,23 @@ test_recover_zeroes_free(void)
 	CHECK(res.free_zeroed == 0);
 	CHECK(segbytes[PMH_LINE_BYTES] != 0 || segbytes[PMH_LINE_BYTES + 8] != 0);
 	verify_model(&tp, &m, 500, "after recovery that left a dirty free segment");
+
+	/*
+	 * A failed persist leaves the mapping zeroed but the media maybe not:
+	 * the retry must not take the segment for clean, and must persist all
+	 * of it.
+	 */
+	tp.pool.fail_errno = EIO;
+	before = tp.pool.stats;
+	errno = 0;
+	CHECK(pmh_prepare_free_segment(&tp.pool, f) == -1);
+	CHECKF(errno == EIO, "errno %d after a failed zeroing", errno);
+	CHECK(tp.pool.stats.persists == before.persists);
+	CHECK(!pmh_segment_is_zero(&tp.pool, f));
 	CHECK(pmh_prepare_free_segment(&tp.pool, f) == 1);
+	CHECKF(tp.pool.stats.bytes - before.bytes == PMH_SEG_BYTES,
+		   "the retry persisted %llu bytes",
+		   (unsigned long long) (tp.pool.stats.bytes - before.bytes));
 	zero = true;
 	for (i = 0; i < PMH_SEG_BYTES; i++)
 		zero = zero && segbytes[i] == 0;
