@@ -181,9 +181,9 @@ typedef struct PmhashShared
 
 	/* the backup log (pmhashlog.c) */
 	LWLock		loglock;		/* protects the fields below */
-	dsa_pointer logchunks;		/* dsa_pointer[PMH_LOG_MAX_LINES / 64]:
-								 * PmhashLogLine[64] each, for the lines in
-								 * use (fixed log, then extensions) */
+	dsa_pointer logchunks;		/* dsa_pointer[PMH_LOG_MAX_LINES / 64]: a
+								 * PmhashLogChunk each, for the lines in use
+								 * (fixed log, then extensions) */
 	dsa_pointer logexts;		/* uint32[PMH_LOG_MAX_EXTS]: the segment of
 								 * each log extension */
 	uint32		log_nexts;		/* log extensions (log segments) */
@@ -206,6 +206,18 @@ typedef struct PmhashLogLine
 								 * media may still hold its old entries */
 	int32		owner;			/* pgprocno of the backend appending to it, or -1 */
 } PmhashLogLine;
+
+#define PMHASH_LOG_CHUNK		PMH_LOG_EXT_LINES	/* line states per chunk */
+
+/*
+ * The states of 64 backup-log lines, and which of them are free (nothing
+ * pending, no owner): taking a line reads one mask per 64 lines.
+ */
+typedef struct PmhashLogChunk
+{
+	uint64		free;			/* bit k: lines[k] is free */
+	PmhashLogLine lines[PMHASH_LOG_CHUNK];
+} PmhashLogChunk;
 
 /* lines of an index's backup log: the fixed ones and its extensions' */
 static inline uint32
@@ -449,6 +461,9 @@ extern void pmhash_prewarm_register(void);
 /* pmhashlog.c: collecting logs, the backup log, D-buckets */
 extern void pmhash_log_init_shared(PmhashIndex *idx);
 extern PmhashLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);
+extern void pmhash_log_note_line(PmhashShared *shared, uint32 line);
+extern bool pmhash_log_line_marked_free(PmhashShared *shared, uint32 line);
+extern void pmhash_log_disown(PmhashShared *shared, uint32 line);
 extern void pmhash_log_free_shared(PmhashShared *shared);
 extern void pmhash_log_add_extension(PmhashIndex *idx);
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);

@@ -466,6 +466,11 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		if (marked != seen_pending[i])
 			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
 						   (unsigned long long) i, marked, seen_pending[i]);
+		if (pmhash_log_line_marked_free(shared, (uint32) i) !=
+			(marked == 0 && pmhash_log_line_state(shared, (uint32) i)->owner < 0))
+			pmhash_problem(st, "backup-log line %llu: the free mask says %s, its state says otherwise",
+						   (unsigned long long) i,
+						   pmhash_log_line_marked_free(shared, (uint32) i) ? "free" : "in use");
 	}
 	if (pg_atomic_read_u64(&shared->unloaded) != 0 ||
 		shared->log_unverified != 0 || DsaPointerIsValid(shared->reclist))

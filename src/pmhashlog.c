@@ -60,16 +60,15 @@ static int	pmhash_xact_unflushed = 0;	/* entries in all collecting logs */
  */
 static PmhashXactLog *pmhash_xact_last = NULL;
 
-#define PMHASH_LOG_CHUNK		PMH_LOG_EXT_LINES	/* line states per chunk */
 #define PMHASH_LOG_MAX_CHUNKS	(PMH_LOG_MAX_LINES / PMHASH_LOG_CHUNK)
 
-/* the line states of lines [64 c, 64 c + 64) */
-static inline PmhashLogLine *
+/* the states of lines [64 c, 64 c + 64) */
+static inline PmhashLogChunk *
 pmhash_log_chunk(PmhashShared *shared, uint32 c)
 {
 	dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
 
-	return (PmhashLogLine *) pmhash_dsa_address(chunks[c]);
+	return (PmhashLogChunk *) pmhash_dsa_address(chunks[c]);
 }
 
 /* the shared state of backup-log line "line" (log lock held) */
@@ -77,24 +76,59 @@ PmhashLogLine *
 pmhash_log_line_state(PmhashShared *shared, uint32 line)
 {
 	Assert(line < pmhash_log_nlines(shared));
-	return &pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK)[line % PMHASH_LOG_CHUNK];
+	return &pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK)->lines[line % PMHASH_LOG_CHUNK];
 }
 
-/* a chunk of line states: every line unowned, nothing pending */
+/*
+ * Bring the free mask up to date with line "line"'s state, after changing
+ * its pending slots or its owner (log lock held exclusively).
+ */
+void
+pmhash_log_note_line(PmhashShared *shared, uint32 line)
+{
+	PmhashLogChunk *c = pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK);
+	PmhashLogLine *l = &c->lines[line % PMHASH_LOG_CHUNK];
+	uint64		bit = UINT64CONST(1) << (line % PMHASH_LOG_CHUNK);
+
+	Assert(line < pmhash_log_nlines(shared));
+	if (l->pending == 0 && l->owner < 0)
+		c->free |= bit;
+	else
+		c->free &= ~bit;
+}
+
+/* does the free mask say line "line" is free?  (for pmhash_check) */
+bool
+pmhash_log_line_marked_free(PmhashShared *shared, uint32 line)
+{
+	Assert(line < pmhash_log_nlines(shared));
+	return (pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK)->free >>
+			(line % PMHASH_LOG_CHUNK)) & 1;
+}
+
+/* the owner gives up line "line" (log lock held exclusively) */
+void
+pmhash_log_disown(PmhashShared *shared, uint32 line)
+{
+	pmhash_log_line_state(shared, line)->owner = -1;
+	pmhash_log_note_line(shared, line);
+}
+
+/* a chunk of line states: every line free (unowned, nothing pending) */
 static dsa_pointer
 pmhash_log_new_chunk(PmhashShared *shared)
 {
-	dsa_pointer dp = pmhash_shared_alloc(shared,
-										 sizeof(PmhashLogLine) * PMHASH_LOG_CHUNK);
-	PmhashLogLine *lines = pmhash_dsa_address(dp);
+	dsa_pointer dp = pmhash_shared_alloc(shared, sizeof(PmhashLogChunk));
+	PmhashLogChunk *c = pmhash_dsa_address(dp);
 	int			i;
 
 	for (i = 0; i < PMHASH_LOG_CHUNK; i++)
 	{
-		lines[i].pending = 0;
-		lines[i].zeroed = false;
-		lines[i].owner = -1;
+		c->lines[i].pending = 0;
+		c->lines[i].zeroed = false;
+		c->lines[i].owner = -1;
 	}
+	c->free = ~UINT64CONST(0);
 	return dp;
 }
 
@@ -160,8 +194,7 @@ pmhash_log_free_shared(PmhashShared *shared)
 
 		for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
 			if (DsaPointerIsValid(chunks[i]))
-				pmhash_shared_free(shared, chunks[i],
-								   sizeof(PmhashLogLine) * PMHASH_LOG_CHUNK);
+				pmhash_shared_free(shared, chunks[i], sizeof(PmhashLogChunk));
 		pmhash_shared_free(shared, shared->logchunks,
 						   sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
 	}
@@ -237,12 +270,7 @@ pmhash_log_lines_in_use(PmhashIndex *idx)
 	LWLockAcquire(&shared->loglock, LW_SHARED);
 	for (c = 0; c < pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK; c++)
 	{
-		PmhashLogLine *lines = pmhash_log_chunk(shared, c);
-		int			i;
-
-		for (i = 0; i < PMHASH_LOG_CHUNK; i++)
-			if (lines[i].pending != 0 || lines[i].owner >= 0)
-				n++;
+		n += PMHASH_LOG_CHUNK - pg_popcount64(pmhash_log_chunk(shared, c)->free);
 	}
 	LWLockRelease(&shared->loglock);
 	return n;
@@ -268,6 +296,8 @@ pmhash_log_unpend(PmhashShared *shared, const uint32 *slots, int n)
 
 		Assert(l->pending & bit);
 		l->pending &= (uint16) ~bit;
+		if (l->pending == 0)
+			pmhash_log_note_line(shared, slots[i] / PMH_BUCKET_SLOTS);
 		shared->log_pending--;
 	}
 }
@@ -430,6 +460,35 @@ pmhash_relocate_all(PmhashIndex *idx)
 }
 
 /*
+ * The first free backup-log line at or after the cursor, wrapping around,
+ * or -1 when none is free (log lock held).  Reads the free mask of each
+ * chunk of 64 lines on the way; the chunk of the cursor is read twice, for
+ * the lines after the cursor first and those before it last.
+ */
+static int32
+pmhash_log_find_free(PmhashShared *shared)
+{
+	uint32		nchunks = pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK;
+	uint32		first = shared->log_cursor / PMHASH_LOG_CHUNK;
+	uint64		after = ~UINT64CONST(0) << (shared->log_cursor % PMHASH_LOG_CHUNK);
+	uint32		i;
+
+	for (i = 0; i <= nchunks; i++)
+	{
+		uint32		c = (first + i) % nchunks;
+		uint64		free = pmhash_log_chunk(shared, c)->free;
+
+		if (i == 0)
+			free &= after;
+		else if (i == nchunks)
+			free &= ~after;
+		if (free != 0)
+			return (int32) (c * PMHASH_LOG_CHUNK + pg_rightmost_one_pos64(free));
+	}
+	return -1;
+}
+
+/*
  * Make sure this backend owns a backup-log line with room for n more
  * entries and reserve them; returns the line and sets *first to the first
  * reserved slot.  Takes a free line (zeroing it) when needed; when the log
@@ -446,8 +505,7 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 	Assert(n > 0 && n <= PMH_BUCKET_SLOTS);
 	for (attempt = 0;; attempt++)
 	{
-		uint32		nlines;
-		uint32		i;
+		int32		line;
 
 		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 		if (pmhash_log_owns_line(shared, local))
@@ -455,38 +513,26 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 			if (PMH_BUCKET_SLOTS - local->log_used >= n)
 				break;
 			/* not enough room left: close it */
-			pmhash_log_line_state(shared, local->log_line)->owner = -1;
+			pmhash_log_disown(shared, local->log_line);
 		}
 		local->log_line = -1;
 
-		nlines = pmhash_log_nlines(shared);
-		for (i = 0; i < nlines;)
+		line = pmhash_log_find_free(shared);
+		if (line >= 0)
 		{
-			uint32		l = (shared->log_cursor + i) % nlines;
-			PmhashLogLine *chunk = pmhash_log_chunk(shared, l / PMHASH_LOG_CHUNK);
-			uint32		k;
+			PmhashLogLine *ls = pmhash_log_line_state(shared, (uint32) line);
 
-			/* the rest of this chunk, without looking it up again */
-			for (k = l % PMHASH_LOG_CHUNK; k < PMHASH_LOG_CHUNK && i < nlines;
-				 k++, i++, l++)
-			{
-				if (chunk[k].pending != 0 || chunk[k].owner >= 0)
-					continue;
-				/* what it held is relocated (or dead): start it empty */
-				memset(pmh_log_line(&local->pool, l), 0, PMH_LINE_BYTES);
-				chunk[k].zeroed = true;
-				chunk[k].owner = MyProc->pgprocno;
-				local->log_line = (int32) l;
-				local->log_used = 0;
-				local->log_generation = shared->generation;
-				shared->log_cursor = (l + 1) % nlines;
-				break;
-			}
-			if (local->log_line >= 0)
-				break;
-		}
-		if (local->log_line >= 0)
+			/* what it held is relocated (or dead): start it empty */
+			memset(pmh_log_line(&local->pool, (uint32) line), 0, PMH_LINE_BYTES);
+			ls->zeroed = true;
+			ls->owner = MyProc->pgprocno;
+			pmhash_log_note_line(shared, (uint32) line);
+			local->log_line = line;
+			local->log_used = 0;
+			local->log_generation = shared->generation;
+			shared->log_cursor = ((uint32) line + 1) % pmhash_log_nlines(shared);
 			break;
+		}
 		LWLockRelease(&shared->loglock);
 
 		if (attempt > 1)
@@ -527,7 +573,7 @@ pmhash_log_close_full_line(PmhashIndex *idx)
 		local->log_used < PMH_BUCKET_SLOTS)
 		return;
 	LWLockAcquire(&idx->shared->loglock, LW_EXCLUSIVE);
-	pmhash_log_line_state(idx->shared, local->log_line)->owner = -1;
+	pmhash_log_disown(idx->shared, local->log_line);
 	LWLockRelease(&idx->shared->loglock);
 	local->log_line = -1;
 }

@@ -115,6 +115,7 @@ pmhash_log_recover(PmhashIndex *idx)
 		ls = pmhash_log_line_state(shared, l);
 		ls->pending = live;
 		ls->zeroed = true;
+		pmhash_log_note_line(shared, l);
 	}
 	shared->log_pending = nfound;
 	shared->log_unverified = nfound;

@@ -244,7 +244,7 @@ pmhash_release_lines(int code, Datum arg)
 		if (shared->generation == local->log_generation &&
 			(uint32) local->log_line < pmhash_log_nlines(shared) &&
 			pmhash_log_line_state(shared, local->log_line)->owner == MyProc->pgprocno)
-			pmhash_log_line_state(shared, local->log_line)->owner = -1;
+			pmhash_log_disown(shared, local->log_line);
 		LWLockRelease(&shared->loglock);
 		local->log_line = -1;
 	}

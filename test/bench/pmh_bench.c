@@ -357,6 +357,8 @@ typedef struct Table
 
 	pthread_mutex_t loglock;
 	LogLineState *lines;		/* PMH_LOG_MAX_LINES */
+	uint64	   *linefree;		/* bit per line: free (nothing pending, no
+								 * owner), 64 lines a word (PmhashLogChunk) */
 	uint32		log_nexts;
 	uint32		log_cursor;
 	uint32		log_ext_segs[PMH_LOG_MAX_EXTS];
@@ -619,6 +621,8 @@ table_create(uint64 entries)
 		t->lines[i].pending = 0;
 		t->lines[i].owner = -1;
 	}
+	t->linefree = pg_malloc(sizeof(uint64) * (PMH_LOG_MAX_LINES / 64));
+	memset(t->linefree, 0xff, sizeof(uint64) * (PMH_LOG_MAX_LINES / 64));
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
 		t->log_ext_segs[i] = PMH_NO_SEGMENT;
 
@@ -643,6 +647,7 @@ table_destroy(Table *t)
 	free(t->freesegs);
 	free(t->dir);
 	free(t->lines);
+	free(t->linefree);
 	free(t->media);
 	free(t);
 }
@@ -815,6 +820,53 @@ log_add_extension(Worker *w)
 	pthread_mutex_unlock(&t->loglock);
 }
 
+/* bring line l's free bit up to date with its state (log lock held) */
+static inline void
+log_note_line(Table *t, uint32 l)
+{
+	uint64		bit = UINT64CONST(1) << (l % 64);
+
+	if (t->lines[l].pending == 0 && t->lines[l].owner < 0)
+		t->linefree[l / 64] |= bit;
+	else
+		t->linefree[l / 64] &= ~bit;
+}
+
+/* the owner gives line l up (log lock held) */
+static inline void
+log_disown(Table *t, uint32 l)
+{
+	t->lines[l].owner = -1;
+	log_note_line(t, l);
+}
+
+/*
+ * The first free line at or after the cursor, wrapping around, or -1 (log
+ * lock held): pmhash_log_find_free, a word of the mask per 64 lines.
+ */
+static int32
+log_find_free(const Table *t)
+{
+	uint32		nwords = log_nlines(t) / 64;
+	uint32		first = t->log_cursor / 64;
+	uint64		after = ~UINT64CONST(0) << (t->log_cursor % 64);
+	uint32		i;
+
+	for (i = 0; i <= nwords; i++)
+	{
+		uint32		c = (first + i) % nwords;
+		uint64		free = t->linefree[c];
+
+		if (i == 0)
+			free &= after;
+		else if (i == nwords)
+			free &= ~after;
+		if (free != 0)
+			return (int32) (c * 64 + pg_rightmost_one_pos64(free));
+	}
+	return -1;
+}
+
 /* mark released backup-log slots free (log lock held) */
 static void
 log_unpend(Table *t, const uint32 *slots, int n)
@@ -822,8 +874,13 @@ log_unpend(Table *t, const uint32 *slots, int n)
 	int			i;
 
 	for (i = 0; i < n; i++)
-		t->lines[slots[i] / PMH_BUCKET_SLOTS].pending &=
-			(uint16) ~(1 << (slots[i] % PMH_BUCKET_SLOTS));
+	{
+		uint32		l = slots[i] / PMH_BUCKET_SLOTS;
+
+		t->lines[l].pending &= (uint16) ~(1 << (slots[i] % PMH_BUCKET_SLOTS));
+		if (t->lines[l].pending == 0)
+			log_note_line(t, l);
+	}
 }
 
 /*
@@ -1018,8 +1075,7 @@ log_reserve(Worker *w, int n, int *first)
 
 	for (attempt = 0;; attempt++)
 	{
-		uint32		nlines;
-		uint32		i;
+		int32		l;
 		bool		entry_exclusive;
 
 		pthread_mutex_lock(&t->loglock);
@@ -1027,26 +1083,21 @@ log_reserve(Worker *w, int n, int *first)
 		{
 			if (PMH_BUCKET_SLOTS - w->log_used >= n)
 				break;
-			t->lines[w->log_line].owner = -1;
+			log_disown(t, (uint32) w->log_line);
 		}
 		w->log_line = -1;
-		nlines = log_nlines(t);
-		for (i = 0; i < nlines; i++)
+		l = log_find_free(t);
+		if (l >= 0)
 		{
-			uint32		l = (t->log_cursor + i) % nlines;
-
-			if (t->lines[l].pending != 0 || t->lines[l].owner >= 0)
-				continue;
 			/* what it held is relocated: start it empty (no flush) */
-			memset(pmh_log_line(&w->pool, l), 0, PMH_LINE_BYTES);
+			memset(pmh_log_line(&w->pool, (uint32) l), 0, PMH_LINE_BYTES);
 			t->lines[l].owner = (int16) w->id;
-			w->log_line = (int32) l;
+			log_note_line(t, (uint32) l);
+			w->log_line = l;
 			w->log_used = 0;
-			t->log_cursor = (l + 1) % nlines;
+			t->log_cursor = ((uint32) l + 1) % log_nlines(t);
 			break;
 		}
-		if (w->log_line >= 0)
-			break;
 		pthread_mutex_unlock(&t->loglock);
 
 		if (attempt > 1)
@@ -1111,7 +1162,7 @@ log_flush(Worker *w)
 	if (w->log_used == PMH_BUCKET_SLOTS)
 	{
 		pthread_mutex_lock(&w->t->loglock);
-		w->t->lines[w->log_line].owner = -1;
+		log_disown(w->t, (uint32) w->log_line);
 		pthread_mutex_unlock(&w->t->loglock);
 		w->log_line = -1;
 	}
