@@ -284,19 +284,28 @@ pmh_msync(PmhPool *pool, const void *addr, size_t len)
 }
 
 /*
+ * Has a test asked for the next flush to fail?  Then set errno, forget the
+ * request and return true: that flush reaches nothing.
+ */
+static inline bool
+pmh_fail_injected(PmhPool *pool)
+{
+	if (likely(pool->fail_errno == 0))
+		return false;
+	errno = pool->fail_errno;
+	pool->fail_errno = 0;
+	return true;
+}
+
+/*
  * Flush one range and account for it; the fence is the caller's.  Returns
  * 0, or -1 with errno set.
  */
 static int
 pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
 {
-	if (unlikely(pool->fail_errno != 0))
-	{
-		/* a failure injected by a test: this flush reaches nothing */
-		errno = pool->fail_errno;
-		pool->fail_errno = 0;
+	if (pmh_fail_injected(pool))
 		return -1;
-	}
 	pmh_account_range(pool, addr, len);
 	if (pool->is_pmem)
 	{
@@ -327,6 +336,8 @@ pmh_flush_batch(PmhPool *pool)
 	uintptr_t	end = 0;
 
 	pool->nbatch = 0;
+	if (n > 0 && pmh_fail_injected(pool))
+		return -1;
 	for (i = 0; i < n; i++)
 	{
 		if (pool->is_pmem)
@@ -2167,9 +2178,11 @@ pmh_sort_primaries(uint64 *a, uint64 *tmp, uint64 n)
  *
  * After a failed persist the mapping reads zero while the media may not:
  * a retry must not take the segment for clean.  So the failure leaves a
- * mark in the header line's padding (in the mapping only; nothing reads
- * the padding of a free segment, and recovery goes by the word), and the
- * next call zeroes and persists the whole segment again.
+ * mark in the header line's padding, and the next call zeroes and
+ * persists the whole segment again.  The mark may itself reach the media
+ * (a neighbour's flush, an evicted cache line): that is harmless, since
+ * nothing reads the padding of a free segment, recovery goes by the word,
+ * and the segment is prepared again before it is handed out.
  */
 int
 pmh_prepare_free_segment(PmhPool *pool, uint32 segno)

@@ -459,19 +459,21 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 					   (unsigned long long) shared->overflows,
 					   (unsigned long long) primaries,
 					   (unsigned long long) overflows);
+	/* owners change under the log lock alone (a backend exiting) */
+	LWLockAcquire(&shared->loglock, LW_SHARED);
 	for (i = 0; i < pmhash_log_nlines(shared); i++)
 	{
-		uint16		marked = pmhash_log_line_state(shared, (uint32) i)->pending;
+		PmhashLogLine *ls = pmhash_log_line_state(shared, (uint32) i);
+		bool		marked_free = pmhash_log_line_marked_free(shared, (uint32) i);
 
-		if (marked != seen_pending[i])
+		if (ls->pending != seen_pending[i])
 			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
-						   (unsigned long long) i, marked, seen_pending[i]);
-		if (pmhash_log_line_marked_free(shared, (uint32) i) !=
-			(marked == 0 && pmhash_log_line_state(shared, (uint32) i)->owner < 0))
+						   (unsigned long long) i, ls->pending, seen_pending[i]);
+		if (marked_free != (ls->pending == 0 && ls->owner < 0))
 			pmhash_problem(st, "backup-log line %llu: the free mask says %s, its state says otherwise",
-						   (unsigned long long) i,
-						   pmhash_log_line_marked_free(shared, (uint32) i) ? "free" : "in use");
+						   (unsigned long long) i, marked_free ? "free" : "in use");
 	}
+	LWLockRelease(&shared->loglock);
 	if (pg_atomic_read_u64(&shared->unloaded) != 0 ||
 		shared->log_unverified != 0 || DsaPointerIsValid(shared->reclist))
 		pmhash_problem(st, "after loading every segment, %llu are counted as not loaded and %u log entries as not sorted out",

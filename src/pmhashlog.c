@@ -81,16 +81,20 @@ pmhash_log_line_state(PmhashShared *shared, uint32 line)
 
 /*
  * Bring the free mask up to date with line "line"'s state, after changing
- * its pending slots or its owner (log lock held exclusively).
+ * its pending slots or its owner (log lock held exclusively, or, while
+ * recovery sets up the log, the index lock).
  */
 void
 pmhash_log_note_line(PmhashShared *shared, uint32 line)
 {
-	PmhashLogChunk *c = pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK);
-	PmhashLogLine *l = &c->lines[line % PMHASH_LOG_CHUNK];
+	PmhashLogChunk *c;
+	PmhashLogLine *l;
 	uint64		bit = UINT64CONST(1) << (line % PMHASH_LOG_CHUNK);
 
+	StaticAssertStmt(PMHASH_LOG_CHUNK == 64, "a free mask covers 64 lines");
 	Assert(line < pmhash_log_nlines(shared));
+	c = pmhash_log_chunk(shared, line / PMHASH_LOG_CHUNK);
+	l = &c->lines[line % PMHASH_LOG_CHUNK];
 	if (l->pending == 0 && l->owner < 0)
 		c->free |= bit;
 	else
@@ -476,14 +480,14 @@ pmhash_log_find_free(PmhashShared *shared)
 	for (i = 0; i <= nchunks; i++)
 	{
 		uint32		c = (first + i) % nchunks;
-		uint64		free = pmhash_log_chunk(shared, c)->free;
+		uint64		mask = pmhash_log_chunk(shared, c)->free;
 
 		if (i == 0)
-			free &= after;
+			mask &= after;
 		else if (i == nchunks)
-			free &= ~after;
-		if (free != 0)
-			return (int32) (c * PMHASH_LOG_CHUNK + pg_rightmost_one_pos64(free));
+			mask &= ~after;
+		if (mask != 0)
+			return (int32) (c * PMHASH_LOG_CHUNK + pg_rightmost_one_pos64(mask));
 	}
 	return -1;
 }

@@ -855,14 +855,14 @@ log_find_free(const Table *t)
 	for (i = 0; i <= nwords; i++)
 	{
 		uint32		c = (first + i) % nwords;
-		uint64		free = t->linefree[c];
+		uint64		mask = t->linefree[c];
 
 		if (i == 0)
-			free &= after;
+			mask &= after;
 		else if (i == nwords)
-			free &= ~after;
-		if (free != 0)
-			return (int32) (c * 64 + pg_rightmost_one_pos64(free));
+			mask &= ~after;
+		if (mask != 0)
+			return (int32) (c * 64 + pg_rightmost_one_pos64(mask));
 	}
 	return -1;
 }

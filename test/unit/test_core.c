@@ -4390,6 +4390,13 @@ test_recover_zeroes_free(void)
 	CHECKF(tp.pool.stats.bytes - before.bytes == PMH_SEG_BYTES,
 		   "the retry persisted %llu bytes",
 		   (unsigned long long) (tp.pool.stats.bytes - before.bytes));
+	/* an injected failure reaches a batch as well */
+	tp.pool.fail_errno = EIO;
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, segbytes, PMH_LINE_BYTES) == 0);
+	errno = 0;
+	CHECK(pmh_batch_end(&tp.pool) == -1 && errno == EIO);
+	CHECK(tp.pool.fail_errno == 0);
 	zero = true;
 	for (i = 0; i < PMH_SEG_BYTES; i++)
 		zero = zero && segbytes[i] == 0;
