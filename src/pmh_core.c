@@ -1574,6 +1574,36 @@ pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n)
 	return pmh_batch_end(pool);
 }
 
+/*
+ * The first free backup-log line at or after line "cursor", going round a
+ * log of nwords * 64 lines, or -1 when none is free.  The caller keeps a
+ * mask of free lines per 64 (bit k of word w: line 64 w + k is free) and
+ * hands out word w as word(arg, w).  The word of the cursor is read twice:
+ * for the lines from the cursor on first, whole last (by then only lines
+ * before the cursor can be free in it).
+ */
+int32
+pmh_log_find_free(PmhMaskWordFn word, const void *arg, uint32 nwords,
+				  uint32 cursor)
+{
+	uint32		first = cursor / 64;
+	uint64		after = ~UINT64CONST(0) << (cursor % 64);
+	uint32		i;
+
+	Assert(first < nwords);
+	for (i = 0; i <= nwords; i++)
+	{
+		uint32		w = (first + i) % nwords;
+		uint64		mask = word(arg, w);
+
+		if (i == 0)
+			mask &= after;
+		if (mask != 0)
+			return (int32) (w * 64 + pg_rightmost_one_pos64(mask));
+	}
+	return -1;
+}
+
 /* append an entry to a segment's D-bucket (the caller checked for room) */
 void
 pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag, uint32 logslot)

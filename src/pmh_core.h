@@ -788,6 +788,12 @@ extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
 extern int	pmh_log_write(PmhPool *pool, uint32 line, int first,
 						  const PmhEntry *entries, int n);
 extern int	pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n);
+
+/* word w of a caller's masks of free backup-log lines (64 lines a word) */
+typedef uint64 (*PmhMaskWordFn) (const void *arg, uint32 w);
+
+extern int32 pmh_log_find_free(PmhMaskWordFn word, const void *arg,
+							   uint32 nwords, uint32 cursor);
 extern void pmh_pending_add(PmhSegMeta *meta, uint64 hash, uint64 tag,
 							uint32 logslot);
 extern void pmh_pending_remove(PmhSegMeta *meta, int i);

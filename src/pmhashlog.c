@@ -463,33 +463,11 @@ pmhash_relocate_all(PmhashIndex *idx)
 	}
 }
 
-/*
- * The first free backup-log line at or after the cursor, wrapping around,
- * or -1 when none is free (log lock held).  Reads the free mask of each
- * chunk of 64 lines on the way; the chunk of the cursor is read twice, for
- * the lines after the cursor first and those before it last.
- */
-static int32
-pmhash_log_find_free(PmhashShared *shared)
+/* the free mask of chunk c of the backup log (pmh_log_find_free) */
+static uint64
+pmhash_log_free_word(const void *arg, uint32 c)
 {
-	uint32		nchunks = pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK;
-	uint32		first = shared->log_cursor / PMHASH_LOG_CHUNK;
-	uint64		after = ~UINT64CONST(0) << (shared->log_cursor % PMHASH_LOG_CHUNK);
-	uint32		i;
-
-	for (i = 0; i <= nchunks; i++)
-	{
-		uint32		c = (first + i) % nchunks;
-		uint64		mask = pmhash_log_chunk(shared, c)->free;
-
-		if (i == 0)
-			mask &= after;
-		else if (i == nchunks)
-			mask &= ~after;
-		if (mask != 0)
-			return (int32) (c * PMHASH_LOG_CHUNK + pg_rightmost_one_pos64(mask));
-	}
-	return -1;
+	return pmhash_log_chunk((PmhashShared *) arg, c)->free;
 }
 
 /*
@@ -521,7 +499,9 @@ pmhash_log_reserve(PmhashIndex *idx, int n, int *first)
 		}
 		local->log_line = -1;
 
-		line = pmhash_log_find_free(shared);
+		line = pmh_log_find_free(pmhash_log_free_word, shared,
+								 pmhash_log_nlines(shared) / PMHASH_LOG_CHUNK,
+								 shared->log_cursor);
 		if (line >= 0)
 		{
 			PmhashLogLine *ls = pmhash_log_line_state(shared, (uint32) line);

@@ -840,31 +840,11 @@ log_disown(Table *t, uint32 l)
 	log_note_line(t, l);
 }
 
-/*
- * The first free line at or after the cursor, wrapping around, or -1 (log
- * lock held): pmhash_log_find_free, a word of the mask per 64 lines.
- */
-static int32
-log_find_free(const Table *t)
+/* word w of the free-line masks (pmh_log_find_free) */
+static uint64
+log_free_word(const void *arg, uint32 w)
 {
-	uint32		nwords = log_nlines(t) / 64;
-	uint32		first = t->log_cursor / 64;
-	uint64		after = ~UINT64CONST(0) << (t->log_cursor % 64);
-	uint32		i;
-
-	for (i = 0; i <= nwords; i++)
-	{
-		uint32		c = (first + i) % nwords;
-		uint64		mask = t->linefree[c];
-
-		if (i == 0)
-			mask &= after;
-		else if (i == nwords)
-			mask &= ~after;
-		if (mask != 0)
-			return (int32) (c * 64 + pg_rightmost_one_pos64(mask));
-	}
-	return -1;
+	return ((const Table *) arg)->linefree[w];
 }
 
 /* mark released backup-log slots free (log lock held) */
@@ -1086,7 +1066,8 @@ log_reserve(Worker *w, int n, int *first)
 			log_disown(t, (uint32) w->log_line);
 		}
 		w->log_line = -1;
-		l = log_find_free(t);
+		l = pmh_log_find_free(log_free_word, t, log_nlines(t) / 64,
+							  t->log_cursor);
 		if (l >= 0)
 		{
 			/* what it held is relocated: start it empty (no flush) */

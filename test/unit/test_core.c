@@ -2781,6 +2781,64 @@ test_batch_error(void)
 	(void) munmap(base + PMH_LOG_OFFSET + 8192, len - PMH_LOG_OFFSET - 8192);
 }
 
+/* word w of an array of free-line masks */
+static uint64
+mask_word(const void *arg, uint32 w)
+{
+	return ((const uint64 *) arg)[w];
+}
+
+/*
+ * pmh_log_find_free: the first free line at or after the cursor, going
+ * round; the cursor's word counts first from the cursor on and last before
+ * it; nothing free, -1.  Checked against a walk over every line.
+ */
+static void
+test_log_find_free(void)
+{
+	uint64		m[4];
+	uint32		nwords;
+	int			round;
+
+	memset(m, 0, sizeof(m));
+	CHECK(pmh_log_find_free(mask_word, m, 4, 0) == -1);
+	CHECK(pmh_log_find_free(mask_word, m, 4, 200) == -1);
+	/* only line 5 free: found from before it, and around from after it */
+	m[0] = UINT64CONST(1) << 5;
+	CHECK(pmh_log_find_free(mask_word, m, 4, 0) == 5);
+	CHECK(pmh_log_find_free(mask_word, m, 4, 5) == 5);
+	CHECK(pmh_log_find_free(mask_word, m, 4, 6) == 5);
+	CHECK(pmh_log_find_free(mask_word, m, 4, 255) == 5);
+	CHECK(pmh_log_find_free(mask_word, m, 1, 63) == 5);
+	/* lines 5 and 130: the cursor's side wins */
+	m[2] = UINT64CONST(1) << 2;
+	CHECK(pmh_log_find_free(mask_word, m, 4, 6) == 130);
+	CHECK(pmh_log_find_free(mask_word, m, 4, 131) == 5);
+	CHECK(pmh_log_find_free(mask_word, m, 3, 131) == 5);
+
+	for (round = 0; round < 2000; round++)
+	{
+		uint32		cursor;
+		int32		want = -1;
+		uint32		i;
+
+		nwords = 1 + (uint32) (rnd() % 4);
+		for (i = 0; i < nwords; i++)
+			m[i] = rnd() & rnd() & rnd() & rnd() & rnd() & rnd();
+		cursor = (uint32) (rnd() % (nwords * 64));
+		for (i = 0; i < nwords * 64 && want < 0; i++)
+		{
+			uint32		l = (cursor + i) % (nwords * 64);
+
+			if ((m[l / 64] >> (l % 64)) & 1)
+				want = (int32) l;
+		}
+		if (!CHECKF(pmh_log_find_free(mask_word, m, nwords, cursor) == want,
+					"%u words, cursor %u: want %d", nwords, cursor, want))
+			break;
+	}
+}
+
 /*
  * pmh_log_clear_slots: the tags of the given slots become 0 (their hashes
  * and every other slot stay), one range per touched line from its first
@@ -4798,6 +4856,7 @@ static const TestDef tests[] = {
 	{"batch", test_batch},
 	{"batch_msync", test_batch_msync},
 	{"batch_error", test_batch_error},
+	{"log_find_free", test_log_find_free},
 	{"log_clear_slots", test_log_clear_slots},
 	{"log_write", test_log_write},
 	{"pending_bookkeeping", test_pending_bookkeeping},
