@@ -281,6 +281,14 @@ pmhash_stats_feed_model(PmhashLocal *local)
 	p->nranges = 0;
 }
 
+/* feed a mapping's collected ranges to the model and publish its counts */
+static void
+pmhash_stats_settle(PmhashLocal *local)
+{
+	pmhash_stats_feed_model(local);
+	pmhash_stats_publish(local);
+}
+
 /*
  * Publish the pending counts of every mapping of this backend: at
  * transaction end, and before this backend reads the counters.
@@ -295,8 +303,7 @@ pmhash_stats_publish_all(void)
 		pmhash_stats_dirty = local->stats_pending.next_dirty;
 		local->stats_pending.dirty = false;
 		local->stats_pending.next_dirty = NULL;
-		pmhash_stats_feed_model(local);
-		pmhash_stats_publish(local);
+		pmhash_stats_settle(local);
 	}
 }
 
@@ -369,10 +376,7 @@ pmhash_stats_attach_pool(PmhashLocal *local, const PmhashShared *shared)
 
 	/* what was collected belongs to the counters and pool it came from */
 	if (local->pool.flush_hook != NULL)
-	{
-		pmhash_stats_feed_model(local);
-		pmhash_stats_publish(local);
-	}
+		pmhash_stats_settle(local);
 	local->stats_slot = slot;
 	local->stats_pool = shared->pool_id;
 	local->stats_tag = slot >= 0 ?
