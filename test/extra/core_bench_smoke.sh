@@ -30,7 +30,7 @@ grep -q '^wrong answers: 0$' "$SCRATCH/core.md" || {
 	fail=1
 }
 
-# 12 measurements per thread count and 4 probe experiments; counts that
+# 12 measurements per thread count and 6 probe experiments; counts that
 # must hold whatever the speed
 awk -F'\t' '
 	NR == 1 { next }
@@ -51,7 +51,7 @@ awk -F'\t' '
 		if ($2 == "delete" && ($12 <= 0 || $12 > $4)) { print "FAIL: " key ": " $12 " of " $4 " deletes hit"; bad = 1 }
 	}
 	END {
-		if (rows != 28) { print "FAIL: " rows " measurements, expected 28"; bad = 1 }
+		if (rows != 30) { print "FAIL: " rows " measurements, expected 30"; bad = 1 }
 		exit bad
 	}' "$SCRATCH/core.tsv" || fail=1
 
