@@ -101,7 +101,7 @@ EOF
 # probe experiments: CPU time per lookup relative to the baseline, and the
 # share of lookups that read the pool
 awk -F'\t' '
-	NR > 1 && $2 ~ /^search[+-] (baseline|locked)/ {
+	NR > 1 && $2 ~ /^search[+-] (baseline|locked|no index lock)/ {
 		if ($2 ~ /baseline/) base[substr($2, 1, 7)] = $7
 		n++; op[n] = $2; cpu[n] = $7; frac[n] = $11
 	}
@@ -123,7 +123,7 @@ set style fill solid 0.8 border -1
 set grid ytics
 set key top left
 set xtics rotate by -25
-set yrange [0:1.2]
+set yrange [0:1.4]
 set title "pmh_bench probe experiments (1 thread, uniform): CPU time per lookup vs the baseline, and lookups that read the pool"
 plot "core_probe.dat" using 2:xtic(1) title columnheader(2), "" using 3 title columnheader(3), 1 with lines lc rgb "black" dt 2 notitle
 EOF
