@@ -22,11 +22,13 @@
 #include "postgres.h"
 
 #include "access/relscan.h"
+#include "access/tableam.h"
 #include "lib/qunique.h"
 #include "miscadmin.h"
 #include "nodes/tidbitmap.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
+#include "storage/smgr.h"
 #include "utils/array.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -391,6 +393,26 @@ pmhash_collect_batch(IndexScanDesc scan)
 	return ntags;
 }
 
+/*
+ * A length of the heap that its blocks below are known to exist in, without
+ * a system call, or 0: the size this backend's storage manager last saw
+ * (smgr_cached_nblocks).  The heap only grows while a scan holds its lock,
+ * and a truncation sends an invalidation that makes every backend drop
+ * that size before it locks the heap again (smgrtruncate), so the value
+ * can be short, never long.  Only for heap tables, whose length is the
+ * main fork's.
+ */
+static BlockNumber
+pmhash_heap_length_hint(Relation heap)
+{
+	BlockNumber known;
+
+	if (heap->rd_tableam != GetHeapamTableAmRoutine())
+		return 0;
+	known = RelationGetSmgr(heap)->smgr_cached_nblocks[MAIN_FORKNUM];
+	return known == InvalidBlockNumber ? 0 : known;
+}
+
 /* collect, sort and de-duplicate the TIDs with the scan's hashes */
 static void
 pmhash_collect(IndexScanDesc scan)
@@ -426,6 +448,8 @@ pmhash_collect(IndexScanDesc scan)
 	 * (VACUUM removes their entries): the heap length is read again before
 	 * a TID is skipped, as the heap may have grown since it was cached.
 	 */
+	if (scan->heapRelation != NULL && so->heap_nblocks == 0)
+		so->heap_nblocks = pmhash_heap_length_hint(scan->heapRelation);
 	for (i = 0; i < n; i++)
 	{
 		BlockNumber blk = pmh_tag_block(so->tags[i]);

@@ -145,7 +145,31 @@ $bg->query_safe(q{BEGIN; INSERT INTO lost SELECT generate_series(1, 20000)});
 $node->stop('immediate');
 $bg->quit;
 $node->start;
+# a session whose scans saw the heap's length before VACUUM truncated it
+# (the lost rows' entries name blocks up to its old end; VACUUM removes
+# those whose pages reached the disk and cuts off the pages that did not):
+# its scans must not take the old length for the heap's (pmhash_collect)
+my $scanner = $node->background_psql('postgres', on_error_stop => 0);
+my $lost_keys = 'k = ANY (ARRAY(SELECT generate_series(1001, 20000)))';
+is($scanner->query_safe(qq{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM lost WHERE $lost_keys}), '0',
+	'the lost rows are not found before VACUUM');
+my $bytes = $node->safe_psql('postgres', q{SELECT pg_relation_size('lost')});
 $node->safe_psql('postgres', 'VACUUM lost');
+cmp_ok($node->safe_psql('postgres', q{SELECT pg_relation_size('lost')}),
+	'<', $bytes, 'VACUUM truncated the heap');
+cmp_ok($node->safe_psql('postgres', q{SELECT entries FROM pmhash_stats('lost_k')}),
+	'>', 1000, 'entries of lost rows are left after VACUUM');
+like($scanner->query_safe(q{
+	EXPLAIN (COSTS OFF) SELECT count(*) FROM lost WHERE k = ANY ('{1}')}),
+	qr/Index Scan using lost_k/, 'the session scans the pmhash index');
+is($scanner->query_safe(qq{SELECT count(*) FROM lost WHERE $lost_keys}), '0',
+	'a session that saw the longer heap skips the entries past its end');
+is($scanner->query_safe(q{
+	SELECT count(*) FROM lost WHERE k = ANY (ARRAY(SELECT generate_series(1, 1000)))}),
+	'1000', 'and finds the rows that are there');
+$scanner->quit;
 is($node->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
 	SELECT count(*) FROM lost WHERE k = 10000}), '0',
