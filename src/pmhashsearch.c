@@ -22,7 +22,9 @@
 #include "postgres.h"
 
 #include "access/relscan.h"
+#include "access/table.h"
 #include "access/tableam.h"
+#include "access/xact.h"
 #include "lib/qunique.h"
 #include "miscadmin.h"
 #include "nodes/tidbitmap.h"
@@ -396,11 +398,12 @@ pmhash_collect_batch(IndexScanDesc scan)
 /*
  * A length of the heap that its blocks below are known to exist in, without
  * a system call, or 0: the size this backend's storage manager last saw
- * (smgr_cached_nblocks).  The heap only grows while a scan holds its lock,
- * and a truncation sends an invalidation that makes every backend drop
- * that size before it locks the heap again (smgrtruncate), so the value
- * can be short, never long.  Only for heap tables, whose length is the
- * main fork's.
+ * (smgr_cached_nblocks).  It can be short (other backends extend the heap
+ * without telling), never long: no one truncates the heap while a scan
+ * holds its lock; the backend that truncates it keeps the new size, and
+ * the truncation's invalidation makes every other backend drop the size
+ * it had before it can lock the heap again (smgrtruncate).  Only for heap
+ * tables, whose length is the main fork's.
  */
 static BlockNumber
 pmhash_heap_length_hint(Relation heap)
@@ -418,6 +421,7 @@ static void
 pmhash_collect(IndexScanDesc scan)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	Relation	heap = scan->heapRelation;
 	int			n;
 	int			kept = 0;
 	int			i;
@@ -447,17 +451,24 @@ pmhash_collect(IndexScanDesc scan)
 	 * has truncated the heap, its TID points past the end.  Skip such TIDs
 	 * (VACUUM removes their entries): the heap length is read again before
 	 * a TID is skipped, as the heap may have grown since it was cached.
+	 *
+	 * A bitmap scan has no heap relation here: its heap scan skips blocks
+	 * past the length it saw at its start, except under SERIALIZABLE, where
+	 * it reads every block the bitmap names (heapam_scan_bitmap_next_block)
+	 * and so is given only TIDs inside the heap.  The executor holds the
+	 * heap's lock.
 	 */
-	if (scan->heapRelation != NULL && so->heap_nblocks == 0)
-		so->heap_nblocks = pmhash_heap_length_hint(scan->heapRelation);
+	if (heap == NULL && IsolationIsSerializable())
+		heap = table_open(scan->indexRelation->rd_index->indrelid, NoLock);
+	if (heap != NULL && so->heap_nblocks == 0)
+		so->heap_nblocks = pmhash_heap_length_hint(heap);
 	for (i = 0; i < n; i++)
 	{
 		BlockNumber blk = pmh_tag_block(so->tags[i]);
 
-		/* (a bitmap heap scan ignores such blocks by itself) */
-		if (scan->heapRelation != NULL && blk >= so->heap_nblocks)
+		if (heap != NULL && blk >= so->heap_nblocks)
 		{
-			so->heap_nblocks = RelationGetNumberOfBlocks(scan->heapRelation);
+			so->heap_nblocks = RelationGetNumberOfBlocks(heap);
 			if (blk >= so->heap_nblocks)
 				continue;
 		}
@@ -466,6 +477,8 @@ pmhash_collect(IndexScanDesc scan)
 		kept++;
 	}
 	n = kept;
+	if (heap != NULL && heap != scan->heapRelation)
+		table_close(heap, NoLock);
 
 	if (n > 1)
 	{
