@@ -458,7 +458,7 @@ pmhash_collect(IndexScanDesc scan)
 	 * and so is given only TIDs inside the heap.  The executor holds the
 	 * heap's lock.
 	 */
-	if (heap == NULL && IsolationIsSerializable())
+	if (heap == NULL && n > 0 && IsolationIsSerializable())
 		heap = table_open(scan->indexRelation->rd_index->indrelid, NoLock);
 	if (heap != NULL && so->heap_nblocks == 0)
 		so->heap_nblocks = pmhash_heap_length_hint(heap);
