@@ -169,6 +169,13 @@ is($scanner->query_safe(qq{SELECT count(*) FROM lost WHERE $lost_keys}), '0',
 is($scanner->query_safe(q{
 	SELECT count(*) FROM lost WHERE k = ANY (ARRAY(SELECT generate_series(1, 1000)))}),
 	'1000', 'and finds the rows that are there');
+# (k + 0 cannot use the index: a sequential scan)
+my $all_keys = 'ARRAY(SELECT generate_series(1, 20000))';
+my $by_seqscan = $node->safe_psql('postgres',
+	qq{SELECT count(*), sum(k) FROM lost WHERE k + 0 = ANY ($all_keys)});
+is($scanner->query_safe(
+	qq{SELECT count(*), sum(k) FROM lost WHERE k = ANY ($all_keys)}),
+	$by_seqscan, "the session's index answers equal a sequential scan's");
 $scanner->quit;
 is($node->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
@@ -185,6 +192,11 @@ is($node->safe_psql('postgres', qq{
 	SET enable_seqscan = off; SET enable_indexscan = off;
 	SELECT count(*) FROM lost WHERE $lost_keys}), '0',
 	'a serializable bitmap scan skips them too');
+is($node->safe_psql('postgres', qq{
+	SET default_transaction_isolation = serializable;
+	SET enable_seqscan = off; SET enable_indexscan = off;
+	SELECT count(*), sum(k) FROM lost WHERE k = ANY ($all_keys)}),
+	$by_seqscan, 'and answers as a sequential scan does');
 # the VACUUM above truncated the heap after its index pass; the next index
 # pass removes the entries that point past the end
 $node->safe_psql('postgres', 'DELETE FROM lost WHERE k = 1; VACUUM lost');
