@@ -142,3 +142,40 @@ SELECT array_agg(id ORDER BY id) AS by_seqscan FROM wpb WHERE k = 3;
 RESET enable_indexscan;
 SET enable_seqscan = off;
 DROP TABLE wpb;
+
+-- INSERT ... ON CONFLICT: from the first such statement on, a transaction's
+-- entries are checked against their heap tuples before they reach the
+-- pool, so that a super-deleted tuple's entry never does (the isolation
+-- spec upsert-superdelete races one).  Every row that upserts insert or
+-- update, and plain rows after them, keeps its entry: the index finds what
+-- a sequential scan finds, before and after COMMIT, and holds one entry
+-- per row once VACUUM has removed the updated rows' old versions
+CREATE TABLE wpu (id int PRIMARY KEY, k int);
+CREATE INDEX wpu_k ON wpu USING pmhash (k);
+INSERT INTO wpu SELECT g, g % 7 FROM generate_series(1, 50) g;
+BEGIN;
+-- ids 1 to 50 conflict and are updated (new row versions), 51 to 100 are new
+INSERT INTO wpu SELECT g, g % 7 + 100 FROM generate_series(1, 100) g
+ON CONFLICT (id) DO UPDATE SET k = excluded.k;
+INSERT INTO wpu SELECT g, 200 FROM generate_series(91, 140) g ON CONFLICT DO NOTHING;
+INSERT INTO wpu SELECT g, 201 FROM generate_series(141, 160) g;
+SAVEPOINT s;
+INSERT INTO wpu SELECT g, 202 FROM generate_series(161, 170) g ON CONFLICT DO NOTHING;
+ROLLBACK TO SAVEPOINT s;
+WITH w AS (
+	INSERT INTO wpu SELECT g, 203 FROM generate_series(171, 190) g
+	ON CONFLICT DO NOTHING RETURNING 1
+)
+SELECT count(*) AS cte_rows FROM w;
+SELECT k, count(*) FROM wpu WHERE k IN (3, 103, 200, 201, 202, 203)
+GROUP BY k ORDER BY k;
+COMMIT;
+SELECT k, count(*) FROM wpu WHERE k IN (3, 103, 200, 201, 202, 203)
+GROUP BY k ORDER BY k;
+-- k + 0 cannot use the index
+SELECT k, count(*) FROM wpu WHERE k + 0 IN (3, 103, 200, 201, 202, 203)
+GROUP BY k ORDER BY k;
+VACUUM (INDEX_CLEANUP ON) wpu;
+SELECT entries, (SELECT count(*) FROM wpu) AS rows FROM pmhash_stats('wpu_k');
+SELECT * FROM pmhash_check('wpu_k');
+DROP TABLE wpu;

@@ -378,6 +378,7 @@ extern void pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 extern bool pmhashgettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 pmhashgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void pmhashendscan(IndexScanDesc scan);
+extern BlockNumber pmhash_heap_length_hint(Relation heap);
 
 /* pmhashvacuum.c */
 extern IndexBulkDeleteResult *pmhashbulkdelete(IndexVacuumInfo *info,
@@ -467,6 +468,9 @@ extern void pmhash_log_disown(PmhashShared *shared, uint32 line);
 extern void pmhash_log_free_shared(PmhashShared *shared);
 extern void pmhash_log_add_extension(PmhashIndex *idx);
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);
+extern void pmhash_log_note_upsert(void);
+extern void pmhash_log_settle_index(Relation index, Relation heap,
+									ItemPointer newtid);
 extern void pmhash_log_forget_storage(const PmhashKey *key);
 extern bool pmhash_log_append_unattached(Relation index, uint64 hash,
 										 ItemPointer tid);

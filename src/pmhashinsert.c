@@ -100,6 +100,8 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 	/* most rows only join the collecting log: no need to attach */
 	if (pmhash_log_append_unattached(index, hash, ht_ctid))
 		return false;
+	/* a flush is due: after INSERT ... ON CONFLICT, check what it takes */
+	pmhash_log_settle_index(index, heapRel, ht_ctid);
 	pmhash_attach(index, LW_SHARED, &idx);
 	pmhash_log_append(&idx, hash, ht_ctid);
 	pmhash_detach(&idx);

@@ -46,6 +46,7 @@
 #include "common/string.h"
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
+#include "nodes/plannodes.h"
 #include "storage/fd.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
@@ -269,14 +270,36 @@ pmhash_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		pmhash_log_subxact_commit(mySubid, parentSubid);
 }
 
+/* is this plan (or a plan of a data-modifying WITH) a ModifyTable ON CONFLICT? */
+static bool
+pmhash_plan_upserts(Plan *plan)
+{
+	return plan != NULL && IsA(plan, ModifyTable) &&
+		((ModifyTable *) plan)->onConflictAction != ONCONFLICT_NONE;
+}
+
 /*
  * ExecutorStart hook: parallel workers cannot see this backend's
  * collecting logs, so flush them before a parallel plan starts (the
  * transaction must see its own inserts through the index everywhere).
+ * And note INSERT ... ON CONFLICT, whose entries need settling
+ * (pmhash_log_settle).
  */
 static void
 pmhash_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
+	PlannedStmt *stmt = queryDesc->plannedstmt;
+
+	if (stmt->commandType == CMD_INSERT || stmt->hasModifyingCTE)
+	{
+		ListCell   *lc;
+		bool		upserts = pmhash_plan_upserts(stmt->planTree);
+
+		foreach(lc, stmt->subplans)
+			upserts = upserts || pmhash_plan_upserts((Plan *) lfirst(lc));
+		if (upserts)
+			pmhash_log_note_upsert();
+	}
 	if (queryDesc->plannedstmt->parallelModeNeeded &&
 		pmhash_log_have_unflushed())
 		pmhash_log_flush_all(true);

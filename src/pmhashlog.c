@@ -23,9 +23,12 @@
  */
 #include "postgres.h"
 
+#include "access/heapam.h"
 #include "access/relation.h"
+#include "access/tableam.h"
 #include "access/xact.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "storage/proc.h"
 #include "utils/hsearch.h"
 #include "utils/memutils.h"
@@ -39,6 +42,7 @@ typedef struct PmhashXactEntry
 	uint64		hash;
 	ItemPointerData tid;
 	SubTransactionId subid;
+	bool		unsettled;		/* appended while upserts ran: see below */
 } PmhashXactEntry;
 
 /* the collecting log of one index storage in the current transaction */
@@ -52,6 +56,18 @@ typedef struct PmhashXactLog
 
 static HTAB *pmhash_xact_logs = NULL;
 static int	pmhash_xact_unflushed = 0;	/* entries in all collecting logs */
+
+/*
+ * Has this transaction run INSERT ... ON CONFLICT?  Such an insert can
+ * super-delete its heap tuple after the index entries are made (a
+ * concurrent insert of the same key won the race after the precheck);
+ * the tuple is then dead to everyone, and VACUUM can free its slot while
+ * the entry still waits in the collecting log, out of its sight.  So from
+ * the first such statement to the end of the transaction, entries are
+ * marked unsettled, and before a flush takes them to the pool each is
+ * checked against its heap tuple (pmhash_log_settle).
+ */
+static bool pmhash_xact_upserts = false;
 
 /*
  * The collecting log found last: a statement inserting many rows appends
@@ -731,6 +747,7 @@ pmhash_xact_log_add(PmhashXactLog *xl, uint64 hash, ItemPointer tid)
 	e->hash = hash;
 	e->tid = *tid;
 	e->subid = GetCurrentSubTransactionId();
+	e->unsettled = pmhash_xact_upserts;
 	pmhash_xact_unflushed++;
 }
 
@@ -745,9 +762,145 @@ pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 	PmhashXactLog *xl = pmhash_xact_log(&idx->shared->key,
 										RelationGetRelid(idx->rel), true);
 
+	if (pmhash_xact_upserts)
+	{
+		/*
+		 * The new entry's heap tuple may still be a speculative insertion
+		 * that ends super-deleted: flush only the entries before it, which
+		 * the caller has settled, and let it wait for the next flush.
+		 */
+		if (xl->n > 0 && xl->n + 1 >= pmhash_log_room(idx->shared, idx->local))
+			pmhash_log_flush(idx, xl);
+		pmhash_xact_log_add(xl, hash, tid);
+		return;
+	}
 	pmhash_xact_log_add(xl, hash, tid);
 	if (xl->n >= pmhash_log_room(idx->shared, idx->local))
 		pmhash_log_flush(idx, xl);
+}
+
+/* INSERT ... ON CONFLICT runs in this transaction: entries need settling */
+void
+pmhash_log_note_upsert(void)
+{
+	pmhash_xact_upserts = true;
+}
+
+/*
+ * Is the heap tuple at tid one this transaction inserted?  Not if the slot
+ * is past the end, unused, dead or redirected, or holds a tuple of another
+ * transaction (VACUUM freed the slot and someone reused it), or one whose
+ * xmin was cleared (a super-deleted speculative insertion).  *deciding
+ * says whether it is a speculative insertion not decided yet.
+ */
+static bool
+pmhash_heap_tuple_is_ours(Relation heap, BlockNumber *nblocks,
+						  ItemPointer tid, bool *deciding)
+{
+	BlockNumber blk = ItemPointerGetBlockNumber(tid);
+	OffsetNumber off = ItemPointerGetOffsetNumber(tid);
+	Buffer		buf;
+	Page		page;
+	bool		ours = false;
+
+	*deciding = false;
+	if (blk >= *nblocks)
+	{
+		*nblocks = RelationGetNumberOfBlocks(heap);
+		if (blk >= *nblocks)
+			return false;
+	}
+	buf = ReadBuffer(heap, blk);
+	LockBuffer(buf, BUFFER_LOCK_SHARE);
+	page = BufferGetPage(buf);
+	if (off >= FirstOffsetNumber && off <= PageGetMaxOffsetNumber(page))
+	{
+		ItemId		lp = PageGetItemId(page, off);
+
+		if (ItemIdIsNormal(lp))
+		{
+			HeapTupleHeader htup = (HeapTupleHeader) PageGetItem(page, lp);
+
+			/* raw: a tuple COPY FREEZE wrote still shows our xid */
+			ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(htup));
+			*deciding = ours && HeapTupleHeaderIsSpeculative(htup);
+		}
+	}
+	UnlockReleaseBuffer(buf);
+	return ours;
+}
+
+/*
+ * Check a collecting log's unsettled entries against their heap tuples and
+ * drop those whose tuple is not this transaction's (any more): the entry
+ * of a super-deleted tuple must not reach the pool, where it would point
+ * at a slot that VACUUM never saw it for, or double the entry of the row
+ * that reuses the slot.  If that row is this transaction's, its entry is
+ * in the same log, or it is newtid, the row aminsert is inserting (not
+ * NULL only there).  An entry whose speculative insertion is still being
+ * decided stays unsettled.  Reads heap buffers: hold no pmhash lock.
+ * Only heap tables make speculative insertions this way; other table
+ * access methods' entries are taken as they are.
+ */
+static void
+pmhash_log_settle(PmhashXactLog *xl, Relation heap, ItemPointer newtid)
+{
+	BlockNumber nblocks = pmhash_heap_length_hint(heap);
+	bool		is_heap = heap->rd_tableam == GetHeapamTableAmRoutine();
+	int			keep = 0;
+	int			i;
+
+	for (i = 0; i < xl->n; i++)
+	{
+		PmhashXactEntry *e = &xl->e[i];
+
+		if (e->unsettled && is_heap)
+		{
+			bool		deciding;
+			bool		reused = false;
+			int			j;
+
+			/*
+			 * A later entry with the same TID means that this entry's tuple
+			 * was removed and the slot reused by this transaction: only a
+			 * dead tuple's slot can be, and only this transaction's own
+			 * tuples can be dead while it runs, by super-deletion.
+			 */
+			reused = newtid != NULL && ItemPointerEquals(newtid, &e->tid);
+			for (j = i + 1; j < xl->n && !reused; j++)
+				reused = ItemPointerEquals(&xl->e[j].tid, &e->tid);
+			if (reused ||
+				!pmhash_heap_tuple_is_ours(heap, &nblocks, &e->tid, &deciding))
+			{
+				pmhash_xact_unflushed--;
+				continue;
+			}
+			e->unsettled = deciding;
+		}
+		else
+			e->unsettled = false;
+		xl->e[keep++] = *e;
+	}
+	xl->n = keep;
+}
+
+/*
+ * aminsert, before it attaches to flush: settle the index's collecting log
+ * if this transaction has run INSERT ... ON CONFLICT.  newtid is the row
+ * being inserted, whose entry is not in the log yet.
+ */
+void
+pmhash_log_settle_index(Relation index, Relation heap, ItemPointer newtid)
+{
+	PmhashKey	key;
+	PmhashXactLog *xl;
+
+	if (!pmhash_xact_upserts || pmhash_xact_unflushed == 0)
+		return;
+	pmhash_key_for_rel(index, &key);
+	xl = pmhash_xact_log(&key, InvalidOid, false);
+	if (xl != NULL)
+		pmhash_log_settle(xl, heap, newtid);
 }
 
 /*
@@ -842,6 +995,14 @@ pmhash_log_flush_all(bool for_parallel)
 			{
 				PmhashIndex idx;
 
+				if (pmhash_xact_upserts)
+				{
+					/* this transaction inserted into it: the table is locked */
+					Relation	heap = table_open(rel->rd_index->indrelid, NoLock);
+
+					pmhash_log_settle(xl, heap, NULL);
+					table_close(heap, NoLock);
+				}
 				pmhash_attach(rel, LW_SHARED, &idx);
 				pmhash_log_flush(&idx, xl);
 				pmhash_detach(&idx);
@@ -862,6 +1023,7 @@ pmhash_log_xact_end(void)
 	PmhashXactLog *xl;
 
 	pmhash_xact_last = NULL;
+	pmhash_xact_upserts = false;
 	if (pmhash_xact_logs == NULL)
 		return;
 	hash_seq_init(&status, pmhash_xact_logs);

@@ -405,7 +405,7 @@ pmhash_collect_batch(IndexScanDesc scan)
  * it had before it can lock the heap again (smgrtruncate).  Only for heap
  * tables, whose length is the main fork's.
  */
-static BlockNumber
+BlockNumber
 pmhash_heap_length_hint(Relation heap)
 {
 	BlockNumber known;
