@@ -270,7 +270,7 @@ pmhash_subxact_callback(SubXactEvent event, SubTransactionId mySubid,
 		pmhash_log_subxact_commit(mySubid, parentSubid);
 }
 
-/* is this plan (or a plan of a data-modifying WITH) a ModifyTable ON CONFLICT? */
+/* is this plan (a statement's, or a data-modifying WITH's) an upsert? */
 static bool
 pmhash_plan_upserts(Plan *plan)
 {
@@ -290,13 +290,18 @@ pmhash_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	PlannedStmt *stmt = queryDesc->plannedstmt;
 
-	if (stmt->commandType == CMD_INSERT || stmt->hasModifyingCTE)
+	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
+		(stmt->commandType == CMD_INSERT || stmt->hasModifyingCTE))
 	{
 		ListCell   *lc;
 		bool		upserts = pmhash_plan_upserts(stmt->planTree);
 
 		foreach(lc, stmt->subplans)
-			upserts = upserts || pmhash_plan_upserts((Plan *) lfirst(lc));
+		{
+			if (upserts)
+				break;
+			upserts = pmhash_plan_upserts((Plan *) lfirst(lc));
+		}
 		if (upserts)
 			pmhash_log_note_upsert();
 	}

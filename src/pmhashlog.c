@@ -42,6 +42,7 @@ typedef struct PmhashXactEntry
 	uint64		hash;
 	ItemPointerData tid;
 	SubTransactionId subid;
+	CommandId	cid;			/* the command current at the append */
 	bool		unsettled;		/* appended while upserts ran: see below */
 } PmhashXactEntry;
 
@@ -747,6 +748,7 @@ pmhash_xact_log_add(PmhashXactLog *xl, uint64 hash, ItemPointer tid)
 	e->hash = hash;
 	e->tid = *tid;
 	e->subid = GetCurrentSubTransactionId();
+	e->cid = GetCurrentCommandId(false);
 	e->unsettled = pmhash_xact_upserts;
 	pmhash_xact_unflushed++;
 }
@@ -762,18 +764,6 @@ pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 	PmhashXactLog *xl = pmhash_xact_log(&idx->shared->key,
 										RelationGetRelid(idx->rel), true);
 
-	if (pmhash_xact_upserts)
-	{
-		/*
-		 * The new entry's heap tuple may still be a speculative insertion
-		 * that ends super-deleted: flush only the entries before it, which
-		 * the caller has settled, and let it wait for the next flush.
-		 */
-		if (xl->n > 0 && xl->n + 1 >= pmhash_log_room(idx->shared, idx->local))
-			pmhash_log_flush(idx, xl);
-		pmhash_xact_log_add(xl, hash, tid);
-		return;
-	}
 	pmhash_xact_log_add(xl, hash, tid);
 	if (xl->n >= pmhash_log_room(idx->shared, idx->local))
 		pmhash_log_flush(idx, xl);
@@ -787,23 +777,26 @@ pmhash_log_note_upsert(void)
 }
 
 /*
- * Is the heap tuple at tid one this transaction inserted?  Not if the slot
- * is past the end, unused, dead or redirected, or holds a tuple of another
- * transaction (VACUUM freed the slot and someone reused it), or one whose
- * xmin was cleared (a super-deleted speculative insertion).  *deciding
- * says whether it is a speculative insertion not decided yet.
+ * Is the heap tuple at e->tid the one this transaction inserted when it
+ * appended e?  Not if the slot is past the end, unused, dead or
+ * redirected, or holds a heap-only tuple (no index entry points at one), a
+ * tuple of another transaction (VACUUM freed the slot and someone reused
+ * it), one whose xmin was cleared (a super-deleted speculative insertion),
+ * or one that a later command of this transaction put into the freed slot
+ * (its cmin is past the command of the append).
  */
 static bool
-pmhash_heap_tuple_is_ours(Relation heap, BlockNumber *nblocks,
-						  ItemPointer tid, bool *deciding)
+pmhash_heap_tuple_is_entrys(Relation heap, BlockNumber *nblocks,
+							const PmhashXactEntry *e)
 {
-	BlockNumber blk = ItemPointerGetBlockNumber(tid);
-	OffsetNumber off = ItemPointerGetOffsetNumber(tid);
+	BlockNumber blk = ItemPointerGetBlockNumber(&e->tid);
+	OffsetNumber off = ItemPointerGetOffsetNumber(&e->tid);
 	Buffer		buf;
 	Page		page;
+	ItemId		lp;
+	HeapTupleHeader htup;
 	bool		ours = false;
 
-	*deciding = false;
 	if (blk >= *nblocks)
 	{
 		*nblocks = RelationGetNumberOfBlocks(heap);
@@ -813,19 +806,20 @@ pmhash_heap_tuple_is_ours(Relation heap, BlockNumber *nblocks,
 	buf = ReadBuffer(heap, blk);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);
-	if (off >= FirstOffsetNumber && off <= PageGetMaxOffsetNumber(page))
-	{
-		ItemId		lp = PageGetItemId(page, off);
-
-		if (ItemIdIsNormal(lp))
-		{
-			HeapTupleHeader htup = (HeapTupleHeader) PageGetItem(page, lp);
-
-			/* raw: a tuple COPY FREEZE wrote still shows our xid */
-			ours = TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(htup));
-			*deciding = ours && HeapTupleHeaderIsSpeculative(htup);
-		}
-	}
+	if (off < FirstOffsetNumber || off > PageGetMaxOffsetNumber(page))
+		goto done;
+	lp = PageGetItemId(page, off);
+	if (!ItemIdIsNormal(lp))
+		goto done;
+	htup = (HeapTupleHeader) PageGetItem(page, lp);
+	/* raw: a tuple that COPY FREEZE wrote still shows our xid */
+	if (HeapTupleHeaderIsHeapOnly(htup) ||
+		!TransactionIdIsCurrentTransactionId(HeapTupleHeaderGetRawXmin(htup)))
+		goto done;
+	/* (the command id of a frozen tuple is not worth resolving) */
+	ours = HeapTupleHeaderXminFrozen(htup) ||
+		HeapTupleHeaderGetCmin(htup) <= e->cid;
+done:
 	UnlockReleaseBuffer(buf);
 	return ours;
 }
@@ -835,53 +829,52 @@ pmhash_heap_tuple_is_ours(Relation heap, BlockNumber *nblocks,
  * drop those whose tuple is not this transaction's (any more): the entry
  * of a super-deleted tuple must not reach the pool, where it would point
  * at a slot that VACUUM never saw it for, or double the entry of the row
- * that reuses the slot.  If that row is this transaction's, its entry is
- * in the same log, or it is newtid, the row aminsert is inserting (not
- * NULL only there).  An entry whose speculative insertion is still being
- * decided stays unsettled.  Reads heap buffers: hold no pmhash lock.
- * Only heap tables make speculative insertions this way; other table
- * access methods' entries are taken as they are.
+ * that reuses the slot.  Reuse by this transaction shows as another entry
+ * in the same log with the same TID, as newtid (the row aminsert is
+ * inserting; NULL elsewhere), or as a later command id.  An entry whose
+ * tuple is still a speculative insertion being decided is kept (only a
+ * flush in the middle of a row meets one, and it takes the entry to the
+ * pool before the super-deletion, where VACUUM finds it).  Reads heap buffers, so it holds no pmhash lock, and it
+ * decides for every entry before it changes the log, so that an error
+ * (a cancel while it waits for a read) leaves the log as it was.  Only
+ * heap tables make speculative insertions this way; other table access
+ * methods' entries are taken as they are.
  */
 static void
 pmhash_log_settle(PmhashXactLog *xl, Relation heap, ItemPointer newtid)
 {
 	BlockNumber nblocks = pmhash_heap_length_hint(heap);
 	bool		is_heap = heap->rd_tableam == GetHeapamTableAmRoutine();
-	int			keep = 0;
+	bool		keep[PMH_BUCKET_SLOTS];
+	int			nkept = 0;
 	int			i;
 
 	for (i = 0; i < xl->n; i++)
 	{
 		PmhashXactEntry *e = &xl->e[i];
+		bool		reused;
+		int			j;
 
-		if (e->unsettled && is_heap)
-		{
-			bool		deciding;
-			bool		reused = false;
-			int			j;
-
-			/*
-			 * A later entry with the same TID means that this entry's tuple
-			 * was removed and the slot reused by this transaction: only a
-			 * dead tuple's slot can be, and only this transaction's own
-			 * tuples can be dead while it runs, by super-deletion.
-			 */
-			reused = newtid != NULL && ItemPointerEquals(newtid, &e->tid);
-			for (j = i + 1; j < xl->n && !reused; j++)
-				reused = ItemPointerEquals(&xl->e[j].tid, &e->tid);
-			if (reused ||
-				!pmhash_heap_tuple_is_ours(heap, &nblocks, &e->tid, &deciding))
-			{
-				pmhash_xact_unflushed--;
-				continue;
-			}
-			e->unsettled = deciding;
-		}
-		else
-			e->unsettled = false;
-		xl->e[keep++] = *e;
+		keep[i] = true;
+		if (!e->unsettled || !is_heap)
+			continue;
+		reused = newtid != NULL && ItemPointerEquals(newtid, &e->tid);
+		for (j = i + 1; j < xl->n && !reused; j++)
+			reused = ItemPointerEquals(&xl->e[j].tid, &e->tid);
+		keep[i] = !reused && pmhash_heap_tuple_is_entrys(heap, &nblocks, e);
 	}
-	xl->n = keep;
+
+	/* nothing from here on can fail */
+	for (i = 0; i < xl->n; i++)
+	{
+		if (!keep[i])
+			continue;
+		xl->e[nkept] = xl->e[i];
+		xl->e[nkept].unsettled = false;
+		nkept++;
+	}
+	pmhash_xact_unflushed -= xl->n - nkept;
+	xl->n = nkept;
 }
 
 /*
