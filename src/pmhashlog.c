@@ -834,11 +834,12 @@ done:
  * inserting; NULL elsewhere), or as a later command id.  An entry whose
  * tuple is still a speculative insertion being decided is kept (only a
  * flush in the middle of a row meets one, and it takes the entry to the
- * pool before the super-deletion, where VACUUM finds it).  Reads heap buffers, so it holds no pmhash lock, and it
- * decides for every entry before it changes the log, so that an error
- * (a cancel while it waits for a read) leaves the log as it was.  Only
- * heap tables make speculative insertions this way; other table access
- * methods' entries are taken as they are.
+ * pool before the super-deletion, where VACUUM finds it).  It reads heap
+ * buffers, so the caller holds no pmhash lock, and it decides for every
+ * entry before it changes the log, so that an error (a cancel while it
+ * waits for a read) leaves the log as it was.  Only heap tables make
+ * speculative insertions this way; other table access methods' entries
+ * are taken as they are.
  */
 static void
 pmhash_log_settle(PmhashXactLog *xl, Relation heap, ItemPointer newtid)
