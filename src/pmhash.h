@@ -379,6 +379,8 @@ extern bool pmhashgettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 pmhashgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void pmhashendscan(IndexScanDesc scan);
 extern BlockNumber pmhash_heap_length_hint(Relation heap);
+extern bool pmhash_heap_has_block(Relation heap, BlockNumber *nblocks,
+								  BlockNumber blk);
 
 /* pmhashvacuum.c */
 extern IndexBulkDeleteResult *pmhashbulkdelete(IndexVacuumInfo *info,

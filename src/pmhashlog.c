@@ -797,12 +797,8 @@ pmhash_heap_tuple_is_entrys(Relation heap, BlockNumber *nblocks,
 	HeapTupleHeader htup;
 	bool		ours = false;
 
-	if (blk >= *nblocks)
-	{
-		*nblocks = RelationGetNumberOfBlocks(heap);
-		if (blk >= *nblocks)
-			return false;
-	}
+	if (!pmhash_heap_has_block(heap, nblocks, blk))
+		return false;
 	buf = ReadBuffer(heap, blk);
 	LockBuffer(buf, BUFFER_LOCK_SHARE);
 	page = BufferGetPage(buf);

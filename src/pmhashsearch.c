@@ -416,6 +416,20 @@ pmhash_heap_length_hint(Relation heap)
 	return known == InvalidBlockNumber ? 0 : known;
 }
 
+/*
+ * Does the heap have block blk?  *nblocks is a length known to be no
+ * longer than the heap's (a hint, or a length read before); it is read
+ * afresh, and kept, only when blk is not below it.
+ */
+bool
+pmhash_heap_has_block(Relation heap, BlockNumber *nblocks, BlockNumber blk)
+{
+	if (blk < *nblocks)
+		return true;
+	*nblocks = RelationGetNumberOfBlocks(heap);
+	return blk < *nblocks;
+}
+
 /* collect, sort and de-duplicate the TIDs with the scan's hashes */
 static void
 pmhash_collect(IndexScanDesc scan)
@@ -466,12 +480,8 @@ pmhash_collect(IndexScanDesc scan)
 	{
 		BlockNumber blk = pmh_tag_block(so->tags[i]);
 
-		if (heap != NULL && blk >= so->heap_nblocks)
-		{
-			so->heap_nblocks = RelationGetNumberOfBlocks(heap);
-			if (blk >= so->heap_nblocks)
-				continue;
-		}
+		if (heap != NULL && !pmhash_heap_has_block(heap, &so->heap_nblocks, blk))
+			continue;
 		/* (ItemPointerSet is a macro: no side effects in its arguments) */
 		ItemPointerSet(&so->tids[kept], blk, pmh_tag_offset(so->tags[i]));
 		kept++;

@@ -52,12 +52,9 @@ typedef struct PmhashVacState
 static bool
 pmhash_tid_is_dead(PmhashVacState *vs, ItemPointer tid)
 {
-	if (ItemPointerGetBlockNumber(tid) >= vs->nblocks)
-	{
-		vs->nblocks = RelationGetNumberOfBlocks(vs->heap);
-		if (ItemPointerGetBlockNumber(tid) >= vs->nblocks)
-			return true;
-	}
+	if (!pmhash_heap_has_block(vs->heap, &vs->nblocks,
+							   ItemPointerGetBlockNumber(tid)))
+		return true;
 	return vs->callback(tid, vs->callback_state);
 }
 
