@@ -61,6 +61,18 @@ is($node->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
 	SELECT count(*) FROM p WHERE k = 12 AND s = 1}),
 	'1', 'rows inside the predicate are found');
+# (k + 0 cannot use the index: a sequential scan)
+my $keys = 'ARRAY[12, 500, 1000]';
+my $by_seqscan = $node->safe_psql('postgres',
+	"SELECT count(*), sum(k) FROM p WHERE k + 0 = ANY ($keys) AND s = 1");
+is($node->safe_psql('postgres', qq{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*), sum(k) FROM p WHERE k = ANY ($keys) AND s = 1}),
+	$by_seqscan, 'index scan answers equal a sequential scan\'s');
+is($node->safe_psql('postgres', qq{
+	SET enable_seqscan = off; SET enable_indexscan = off;
+	SELECT count(*), sum(k) FROM p WHERE k = ANY ($keys) AND s = 1}),
+	$by_seqscan, 'bitmap scan answers equal a sequential scan\'s');
 
 $node->stop;
 done_testing();
