@@ -469,7 +469,8 @@ extern bool pmhash_log_line_marked_free(PmhashShared *shared, uint32 line);
 extern void pmhash_log_disown(PmhashShared *shared, uint32 line);
 extern void pmhash_log_free_shared(PmhashShared *shared);
 extern void pmhash_log_add_extension(PmhashIndex *idx);
-extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid);
+extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,
+							  bool flush_now);
 extern void pmhash_log_note_upsert(void);
 extern void pmhash_log_settle_index(Relation index, Relation heap,
 									ItemPointer newtid);

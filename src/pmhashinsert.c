@@ -4,7 +4,8 @@
  *	  Inserting entries into a pmhash index.
  *
  * aminsert appends to the transaction's collecting log (pmhashlog.c); the
- * entries reach the pool at commit or when they fill a backup-log line.
+ * entries reach the pool at commit or when they fill a backup-log line (at
+ * once for an index that backs an exclusion constraint).
  *
  * pmhash_insert_entry puts an entry straight into its segment: CREATE INDEX
  * uses it (with persistence deferred to the end of the build).  It takes
@@ -17,6 +18,7 @@
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "nodes/execnodes.h"
 #include "utils/rel.h"
 
 #include "pmhash.h"
@@ -81,6 +83,12 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
  * aminsert: NULL keys are not indexed (as in a hash index); anything else
  * becomes one entry of the transaction's collecting log, persistent by the
  * time the transaction commits or prepares.
+ *
+ * An index that backs an exclusion constraint is different: after the
+ * insert, the executor looks for conflicting rows with a dirty snapshot,
+ * which must see the uncommitted rows of concurrent inserters (one of two
+ * racing inserts then waits for the other).  Other backends cannot see a
+ * collecting log, so there each entry is flushed to the pool at once.
  */
 bool
 pmhashinsert(Relation index, Datum *values, bool *isnull,
@@ -90,6 +98,7 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 {
 	PmhashIndex idx;
 	uint64		hash;
+	bool		exclusion = indexInfo->ii_ExclusionOps != NULL;
 
 	if (isnull[0])
 		return false;
@@ -98,12 +107,12 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 							 index->rd_indcollation[0], values[0]);
 
 	/* most rows only join the collecting log: no need to attach */
-	if (pmhash_log_append_unattached(index, hash, ht_ctid))
+	if (!exclusion && pmhash_log_append_unattached(index, hash, ht_ctid))
 		return false;
 	/* a flush is due: after INSERT ... ON CONFLICT, check what it takes */
 	pmhash_log_settle_index(index, heapRel, ht_ctid);
 	pmhash_attach(index, LW_SHARED, &idx);
-	pmhash_log_append(&idx, hash, ht_ctid);
+	pmhash_log_append(&idx, hash, ht_ctid, exclusion);
 	pmhash_detach(&idx);
 	return false;
 }

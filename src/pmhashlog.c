@@ -756,16 +756,18 @@ pmhash_xact_log_add(PmhashXactLog *xl, uint64 hash, ItemPointer tid)
 /*
  * aminsert's work: append (hash, tid) to this transaction's collecting log
  * of the index, and flush the log when it would complete this backend's
- * backup-log line.
+ * backup-log line, or at once if flush_now (the entry must be visible to
+ * other backends' scans before aminsert returns).
  */
 void
-pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid)
+pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,
+				  bool flush_now)
 {
 	PmhashXactLog *xl = pmhash_xact_log(&idx->shared->key,
 										RelationGetRelid(idx->rel), true);
 
 	pmhash_xact_log_add(xl, hash, tid);
-	if (xl->n >= pmhash_log_room(idx->shared, idx->local))
+	if (flush_now || xl->n >= pmhash_log_room(idx->shared, idx->local))
 		pmhash_log_flush(idx, xl);
 }
 
