@@ -98,7 +98,8 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 {
 	PmhashIndex idx;
 	uint64		hash;
-	bool		exclusion = indexInfo->ii_ExclusionOps != NULL;
+	bool		exclusion = indexInfo != NULL &&
+		indexInfo->ii_ExclusionOps != NULL;
 
 	if (isnull[0])
 		return false;
