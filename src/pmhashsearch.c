@@ -21,10 +21,13 @@
  */
 #include "postgres.h"
 
+#include "access/htup_details.h"
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/pg_index.h"
+#include "executor/executor.h"
 #include "lib/qunique.h"
 #include "miscadmin.h"
 #include "nodes/tidbitmap.h"
@@ -35,6 +38,7 @@
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
+#include "utils/snapmgr.h"
 
 #include "pmhash.h"
 
@@ -53,6 +57,14 @@ typedef struct PmhashScanOpaqueData
 	int			next;
 	int			cap;
 	BlockNumber heap_nblocks;	/* heap length as last seen */
+	MemoryContext scancxt;		/* the scan's: lives as long as it */
+	/* checking a partial index's predicate (pmhash_tid_in_predicate) */
+	bool		check_pred;		/* must this round of TIDs be checked? */
+	EState	   *pred_estate;	/* NULL until first needed */
+	ExprState  *pred;
+	TupleTableSlot *pred_slot;
+	IndexFetchTableData *pred_fetch;	/* pins the last TID's heap page */
+	SnapshotData pred_dirty;	/* a dirty scan's own, for the check */
 } PmhashScanOpaqueData;
 
 typedef PmhashScanOpaqueData *PmhashScanOpaque;
@@ -66,6 +78,7 @@ pmhashbeginscan(Relation rel, int nkeys, int norderbys)
 
 	so->cap = 64;
 	so->heap_nblocks = 0;		/* read on first need */
+	so->scancxt = CurrentMemoryContext;
 	so->tags = palloc(sizeof(uint64) * so->cap);
 	so->tids = palloc(sizeof(ItemPointerData) * so->cap);
 	so->keycxt = AllocSetContextCreate(CurrentMemoryContext,
@@ -197,6 +210,9 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 
 	so->valid = false;
 	so->empty = false;
+	so->check_pred = false;
+	if (so->pred_fetch != NULL)
+		table_index_fetch_reset(so->pred_fetch);
 	so->ntids = 0;
 	so->next = 0;
 	so->hashes = NULL;
@@ -349,10 +365,11 @@ pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
  * way, and the batch's misses have overlapped instead of following one
  * another.  The index lock is taken per batch, so that a long array does
  * not hold off splits, and interrupts are served between batches.
- * Returns the number of tag words.
+ * Returns the number of tag words; *stale tells whether the pool may hold
+ * entries of inserts a crash lost.
  */
 static int
-pmhash_collect_batch(IndexScanDesc scan)
+pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 	int			ntags = 0;
@@ -367,6 +384,7 @@ pmhash_collect_batch(IndexScanDesc scan)
 		int			i;
 
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
+		*stale = idx.shared->stale;
 		for (i = 0; i < nk; i++)
 		{
 			segno[i] = pmhash_lookup_segment(&idx, hash[i]);
@@ -430,12 +448,95 @@ pmhash_heap_has_block(Relation heap, BlockNumber *nblocks, BlockNumber blk)
 	return blk < *nblocks;
 }
 
+/*
+ * Must the scan check a partial index's predicate itself?  An entry whose
+ * heap insert a crash lost can stay in the pool, and its slot can be taken
+ * by a row with the same key that fails the predicate, for which the index
+ * has no entry of its own (src/README.pmhash, "The TID-reuse hazard").  The
+ * executor rechecks the key of every row an index scan returns, but not
+ * always the predicate: the planner may drop the quals it implies (the
+ * planner of the 15.15 sources does so for plain index scans; Debian's
+ * 15.20 keeps them for index AMs that need a key, as pmhash does), and an
+ * exclusion constraint's check takes every row the index returns with a
+ * conflicting key.  So a scan returning tuples one at a time (a bitmap
+ * heap scan rechecks the predicate) leaves out rows that fail the
+ * predicate when the pool is stale.  A scan with a non-MVCC snapshot (an
+ * exclusion check's dirty snapshot) does so always: VACUUM can remove an
+ * entry and hand its slot to such a row after the scan collected the TID,
+ * and that row is visible to the scan.
+ */
+static bool
+pmhash_scan_needs_predicate(IndexScanDesc scan, bool stale)
+{
+	Relation	index = scan->indexRelation;
+
+	if (scan->heapRelation == NULL)
+		return false;
+	if (heap_attisnull(index->rd_indextuple, Anum_pg_index_indpred, NULL))
+		return false;
+	return stale || !IsMVCCSnapshot(scan->xs_snapshot);
+}
+
+/*
+ * Does a row that the scan's snapshot sees at tid satisfy the index's
+ * predicate?  The check reads what the executor will read: the member of
+ * the HOT chain that the snapshot sees (not the chain's first member, which
+ * can be a dead version that CREATE INDEX skipped over, and whose TOASTed
+ * values may be gone), or, for a non-MVCC snapshot, which can see several,
+ * any of them.  A TID that leads to nothing visible gives false: the
+ * executor would find nothing there either.  The pin on the heap page is
+ * kept until the next check (or the scan's end or rescan), so VACUUM cannot
+ * free the slot, and a row take it, before the executor has fetched it.
+ */
+static bool
+pmhash_tid_in_predicate(IndexScanDesc scan, ItemPointer tid)
+{
+	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	ItemPointerData chain = *tid;	/* the fetch moves it along the chain */
+	Snapshot	snapshot = scan->xs_snapshot;
+	ExprContext *econtext;
+	bool		call_again = false;
+	bool		found = false;
+
+	if (so->pred_estate == NULL)
+	{
+		MemoryContext old = MemoryContextSwitchTo(so->scancxt);
+
+		so->pred_estate = CreateExecutorState();
+		MemoryContextSwitchTo(so->pred_estate->es_query_cxt);
+		so->pred = ExecPrepareQual(RelationGetIndexPredicate(scan->indexRelation),
+								   so->pred_estate);
+		so->pred_slot = table_slot_create(scan->heapRelation, NULL);
+		so->pred_fetch = table_index_fetch_begin(scan->heapRelation);
+		MemoryContextSwitchTo(old);
+	}
+	/* a dirty snapshot reports in-progress transactions: not in the caller's */
+	if (snapshot->snapshot_type == SNAPSHOT_DIRTY)
+	{
+		InitDirtySnapshot(so->pred_dirty);
+		snapshot = &so->pred_dirty;
+	}
+	econtext = GetPerTupleExprContext(so->pred_estate);
+	econtext->ecxt_scantuple = so->pred_slot;
+	do
+	{
+		ResetExprContext(econtext);
+		if (!table_index_fetch_tuple(so->pred_fetch, &chain, snapshot,
+									 so->pred_slot, &call_again, NULL))
+			break;
+		found = ExecQual(so->pred, econtext);
+		ExecClearTuple(so->pred_slot);
+	} while (!found && call_again);
+	return found;
+}
+
 /* collect, sort and de-duplicate the TIDs with the scan's hashes */
 static void
 pmhash_collect(IndexScanDesc scan)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 	Relation	heap = scan->heapRelation;
+	bool		stale = false;
 	int			n;
 	int			kept = 0;
 	int			i;
@@ -455,10 +556,11 @@ pmhash_collect(IndexScanDesc scan)
 		while ((n = pmhash_lookup_hash(&idx, so->hashes[0], so->tags,
 									   so->cap)) > so->cap)
 			pmhash_grow_results(so, n);
+		stale = idx.shared->stale;
 		pmhash_detach(&idx);
 	}
 	else
-		n = pmhash_collect_batch(scan);
+		n = pmhash_collect_batch(scan, &stale);
 
 	/*
 	 * An entry can outlive a crash that lost its heap insert; once VACUUM
@@ -495,6 +597,7 @@ pmhash_collect(IndexScanDesc scan)
 		qsort(so->tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
 		n = (int) qunique(so->tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
 	}
+	so->check_pred = n > 0 && pmhash_scan_needs_predicate(scan, stale);
 	so->ntids = n;
 }
 
@@ -510,11 +613,17 @@ pmhashgettuple(IndexScanDesc scan, ScanDirection dir)
 				 errmsg("pmhash indexes support only forward scans")));
 	if (!so->valid)
 		pmhash_collect(scan);
-	if (so->next >= so->ntids)
-		return false;
-	scan->xs_heaptid = so->tids[so->next++];
-	scan->xs_recheck = true;
-	return true;
+	while (so->next < so->ntids)
+	{
+		ItemPointer tid = &so->tids[so->next++];
+
+		if (so->check_pred && !pmhash_tid_in_predicate(scan, tid))
+			continue;
+		scan->xs_heaptid = *tid;
+		scan->xs_recheck = true;
+		return true;
+	}
+	return false;
 }
 
 /* amgetbitmap: all matching TIDs, lossy by hash (recheck) */
@@ -535,6 +644,12 @@ pmhashendscan(IndexScanDesc scan)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 
+	if (so->pred_estate != NULL)
+	{
+		table_index_fetch_end(so->pred_fetch);
+		ExecDropSingleTupleTableSlot(so->pred_slot);
+		FreeExecutorState(so->pred_estate);
+	}
 	MemoryContextDelete(so->keycxt);
 	pfree(so->tags);
 	pfree(so->tids);
