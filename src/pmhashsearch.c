@@ -484,9 +484,14 @@ pmhash_scan_needs_predicate(IndexScanDesc scan, bool stale)
  * can be a dead version that CREATE INDEX skipped over, and whose TOASTed
  * values may be gone), or, for a non-MVCC snapshot, which can see several,
  * any of them.  A TID that leads to nothing visible gives false: the
- * executor would find nothing there either.  The pin on the heap page is
- * kept until the next check (or the scan's end or rescan), so VACUUM cannot
- * free the slot, and a row take it, before the executor has fetched it.
+ * executor would find nothing there either.
+ *
+ * The heap page stays pinned (by the heap AM's fetch state) until the next
+ * check, the scan's end or rescan.  A row was found through a slot that is
+ * a live root or a redirect; VACUUM frees only dead slots, and making one
+ * dead takes pruning, which needs a cleanup lock that the pin denies.  So
+ * the slot cannot be freed, and taken by another row, before the executor
+ * has fetched what it leads to.
  */
 static bool
 pmhash_tid_in_predicate(IndexScanDesc scan, ItemPointer tid)
@@ -501,14 +506,16 @@ pmhash_tid_in_predicate(IndexScanDesc scan, ItemPointer tid)
 	if (so->pred_estate == NULL)
 	{
 		MemoryContext old = MemoryContextSwitchTo(so->scancxt);
+		EState	   *estate = CreateExecutorState();
 
-		so->pred_estate = CreateExecutorState();
-		MemoryContextSwitchTo(so->pred_estate->es_query_cxt);
+		/* (pred_estate is set last: an error here leaves nothing half-made) */
+		MemoryContextSwitchTo(estate->es_query_cxt);
 		so->pred = ExecPrepareQual(RelationGetIndexPredicate(scan->indexRelation),
-								   so->pred_estate);
+								   estate);
 		so->pred_slot = table_slot_create(scan->heapRelation, NULL);
 		so->pred_fetch = table_index_fetch_begin(scan->heapRelation);
 		MemoryContextSwitchTo(old);
+		so->pred_estate = estate;
 	}
 	/* a dirty snapshot reports in-progress transactions: not in the caller's */
 	if (snapshot->snapshot_type == SNAPSHOT_DIRTY)
@@ -623,6 +630,9 @@ pmhashgettuple(IndexScanDesc scan, ScanDirection dir)
 		scan->xs_recheck = true;
 		return true;
 	}
+	/* the last page checked may be one the executor never pinned */
+	if (so->pred_estate != NULL)
+		table_index_fetch_reset(so->pred_fetch);
 	return false;
 }
 

@@ -5,9 +5,10 @@
 # keeps the quals it implies (Debian's PostgreSQL 15.20 keeps them for
 # index AMs that need a key, like pmhash and hash, and drops them for
 # btree; the planner of the 15.15 sources drops them for every AM), and an
-# exclusion constraint's check does not look at the predicate at all.  A reused slot whose row has the
-# same key but fails the predicate must not be returned: the scan checks
-# the predicate itself when the pool is stale.
+# exclusion constraint's check does not look at the predicate at all.  A
+# reused slot whose row has the same key but fails the predicate must not
+# be returned: the scan checks the predicate itself when the pool is
+# stale.
 use strict;
 use warnings;
 use PostgreSQL::Test::Cluster;
