@@ -24,7 +24,10 @@
 #      as an index scan (pmhash, btree) and as a bitmap scan (all three)
 #   6. insert upkeep: INSERT ... SELECT of the $ROWS rows into an empty
 #      table with the index minus the same without an index; the same with
-#      COPY FROM a file; best of $REPEAT each, interleaved
+#      COPY FROM a file; the same INSERT into a table whose index backs an
+#      exclusion constraint (EXCLUDE USING am (k WITH =): each row's check
+#      is an index lookup, and pmhash writes each entry at once); best of
+#      $REPEAT each, interleaved
 #   7. VACUUM: a fresh copy with the index, VACUUM, DELETE 10 % (50 %) of
 #      the rows spread over the table, then VACUUM (INDEX_CLEANUP ON)
 #      timed; index part = that minus the same without an index
@@ -445,17 +448,23 @@ fi
 if ! skip upkeep; then
 	COPY_FILE=$PMH_CL_DIR/rows.copy
 	sql -c "COPY t_btree TO '$COPY_FILE'" || pmh_die "COPY TO failed"
-	for how in insert copy; do
+	for how in insert copy exclusion; do
 		pmh_head "insert upkeep ($how): $ROWS rows into an empty table, best of $REPEAT"
-		if [ "$how" = insert ]; then
-			stmt="INSERT INTO ins SELECT k, payload FROM t_btree"
-		else
+		if [ "$how" = copy ]; then
 			stmt="COPY ins FROM '$COPY_FILE'"
+		else
+			stmt="INSERT INTO ins SELECT k, payload FROM t_btree"
 		fi
 		for r in $(seq 1 "$REPEAT"); do
 			for am in none "${AMS[@]}"; do
 				idx=''
-				[ "$am" = none ] || idx="CREATE INDEX ins_k ON ins USING $am (k);"
+				if [ "$am" = none ]; then
+					:
+				elif [ "$how" = exclusion ]; then
+					idx="ALTER TABLE ins ADD CONSTRAINT ins_k EXCLUDE USING $am (k WITH =);"
+				else
+					idx="CREATE INDEX ins_k ON ins USING $am (k);"
+				fi
 				sql -c "DROP TABLE IF EXISTS ins" -c "CREATE TABLE ins (k int8, payload text)" ${idx:+-c "$idx"} >/dev/null ||
 					{
 						STATUS=1
@@ -778,6 +787,7 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	row "probe = ANY ($ARRAYLEN keys), negative, bitmap scan (ns / key)" anybitmap_neg_uniform_ns
 	row "insert upkeep, INSERT ... SELECT (ms)" insert_upkeep_ms "<= 0.3 x hash: $(verdict_le "$UPKEEP_H" 0.3)"
 	row "insert upkeep, COPY (ms)" copy_upkeep_ms
+	row "insert upkeep, exclusion constraint (ms)" exclusion_upkeep_ms
 	row "VACUUM after deleting 10 % (ms, index part)" vacuum10_index_ms
 	row "VACUUM after deleting 50 % (ms, index part)" vacuum50_index_ms
 	echo
@@ -827,7 +837,8 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	printf '# metric vs_btree vs_hash\n'
 	for m in build_ms:build bytes_per_entry:size probe_pos_uniform_ns:probe+ probe_pos_uniform_index_ns:probe+-index \
 		probe_neg_uniform_ns:probe- \
-		insert_upkeep_ms:insert-upkeep copy_upkeep_ms:copy-upkeep vacuum10_index_ms:vacuum-10% vacuum50_index_ms:vacuum-50%; do
+		insert_upkeep_ms:insert-upkeep copy_upkeep_ms:copy-upkeep exclusion_upkeep_ms:exclusion-upkeep \
+		vacuum10_index_ms:vacuum-10% vacuum50_index_ms:vacuum-50%; do
 		printf '%s %s %s\n' "${m#*:}" "$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" btree)")" \
 			"$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" hash)")"
 	done
