@@ -211,7 +211,7 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 	so->valid = false;
 	so->empty = false;
 	so->check_pred = false;
-	if (so->pred_fetch != NULL)
+	if (so->pred_estate != NULL)
 		table_index_fetch_reset(so->pred_fetch);
 	so->ntids = 0;
 	so->next = 0;
