@@ -99,6 +99,15 @@ is($ret, 0, 'no false exclusion conflict with a row outside the predicate')
   or diag($stderr);
 is($node->safe_psql('postgres', q{SELECT count(*) FROM e WHERE s = 1}),
 	'200', 'every row inside the predicate was inserted');
+my $eq = 'SELECT count(*), sum(k) FROM e WHERE k = ANY (ARRAY(SELECT generate_series(1001, 1200))) AND s = 1';
+like($node->safe_psql('postgres',
+	"SET enable_seqscan = off; SET enable_bitmapscan = off; EXPLAIN (COSTS OFF) $eq"),
+	qr/Index Scan using e_k_excl/, 'the query scans the exclusion constraint\'s index');
+is($node->safe_psql('postgres',
+	"SET enable_seqscan = off; SET enable_bitmapscan = off; $eq"),
+	$node->safe_psql('postgres', q{
+	SELECT count(*), sum(k) FROM e WHERE k + 0 BETWEEN 1001 AND 1200 AND s = 1}),
+	'its index scan answers equal a sequential scan\'s');
 ($ret, $stdout, $stderr) = $node->psql('postgres',
 	q{INSERT INTO e VALUES (1200, 1)});
 like($stderr, qr/conflicting key value violates exclusion constraint/,
