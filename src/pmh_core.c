@@ -1271,6 +1271,34 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	return 0;
 }
 
+/*
+ * The slots of a bucket, among those set in occ, whose hash has bit bitpos
+ * set: the entries a split moves to the new segment.  Half of a full
+ * segment's entries move, at random, so a branch per slot would be
+ * mispredicted half the time; this reads all 16 hashes (one pool line)
+ * without branching.  *count, if given, is set to the number of slots.
+ */
+static inline uint32
+pmh_split_bucket_mask(const PmhEntry *bucket, uint32 occ, int bitpos,
+					  int *count)
+{
+	uint32		mask = 0;
+	int			n = 0;
+	int			s;
+
+	for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+	{
+		uint32		bit = (uint32) ((bucket[s].hash >> bitpos) & 1) &
+			(occ >> s);
+
+		mask |= bit << s;
+		n += (int) bit;
+	}
+	if (count)
+		*count = n;
+	return mask;
+}
+
 /* move the entries of one source segment whose split bit is set */
 static int
 pmh_split_move(PmhPool *pool, const PmhCallbacks *cb, uint32 from,
@@ -1282,17 +1310,15 @@ pmh_split_move(PmhPool *pool, const PmhCallbacks *cb, uint32 from,
 
 	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
-		uint32		occ = fm->occ[b];
+		uint32		moving = pmh_split_bucket_mask(&e[b * PMH_BUCKET_SLOTS],
+												   fm->occ[b], bitpos, NULL);
 
-		while (occ)
+		while (moving)
 		{
-			int			s = pg_rightmost_one_pos32(occ);
-			int			slot = b * PMH_BUCKET_SLOTS + s;
+			int			slot = b * PMH_BUCKET_SLOTS + pg_rightmost_one_pos32(moving);
 
-			occ &= occ - 1;
+			moving &= moving - 1;
 			if (!pmh_entry_is_live(&e[slot], old_word))
-				continue;
-			if (((e[slot].hash >> bitpos) & 1) == 0)
 				continue;
 			if (pmh_place_unpersisted(pool, cb, newseg, &e[slot]) != 0)
 				return -1;
@@ -1310,19 +1336,12 @@ pmh_split_forget(const PmhPool *pool, PmhSegMeta *fm, uint32 from, int bitpos)
 
 	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
-		uint32		occ = fm->occ[b];
+		int			nmoved;
+		uint32		moved = pmh_split_bucket_mask(&e[b * PMH_BUCKET_SLOTS],
+												  fm->occ[b], bitpos, &nmoved);
 
-		while (occ)
-		{
-			int			s = pg_rightmost_one_pos32(occ);
-
-			occ &= occ - 1;
-			if ((e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1)
-			{
-				fm->occ[b] &= (uint16) ~(1 << s);
-				fm->nlive--;
-			}
-		}
+		fm->occ[b] &= (uint16) ~moved;
+		fm->nlive -= nmoved;
 	}
 
 	/*
