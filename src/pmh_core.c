@@ -1882,7 +1882,6 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 	uint32		freebits = (~(uint32) meta->occ[bucket]) & 0xffff;
 	int			slots[PMH_BUCKET_SLOTS];
 	int			k = 0;
-	bool		cleared = false;
 	int			i;
 
 	while (freebits && k < n)
@@ -1890,16 +1889,15 @@ pmh_write_line(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 		slots[k++] = pg_rightmost_one_pos32(freebits);
 		freebits &= freebits - 1;
 	}
+
+	/*
+	 * Clear every tag, not only those that are set: reading them first would
+	 * wait for the line to arrive, where stores let the fingerprint inserts
+	 * below go on while it loads.
+	 */
 	for (i = 0; i < k; i++)
-	{
-		if (line[slots[i]].tag != 0)
-		{
-			line[slots[i]].tag = 0;
-			cleared = true;
-		}
-	}
-	if (cleared)
-		pmh_store_barrier();
+		line[slots[i]].tag = 0;
+	pmh_store_barrier();
 	for (i = 0; i < k; i++)
 		line[slots[i]].hash = src[i]->hash;
 	pmh_store_barrier();
