@@ -1003,6 +1003,34 @@ pmh_segment_free_slot(const PmhSegMeta *meta)
 		pg_rightmost_one_pos32((~(uint32) meta->occ[b]) & 0xffff);
 }
 
+/*
+ * The slots of a bucket, among those set in occ, whose hash has bit bitpos
+ * set: the entries a split moves to the new segment.  Half of a full
+ * segment's entries move, at random, so a branch per slot would be
+ * mispredicted half the time; this reads all 16 hashes (one pool line)
+ * without branching.  *count, if given, is set to the number of slots.
+ */
+static inline uint32
+pmh_split_bucket_mask(const PmhEntry *bucket, uint32 occ, int bitpos,
+					  int *count)
+{
+	uint32		mask = 0;
+	int			n = 0;
+	int			s;
+
+	for (s = 0; s < PMH_BUCKET_SLOTS; s++)
+	{
+		uint32		bit = (uint32) ((bucket[s].hash >> bitpos) & 1) &
+			(occ >> s);
+
+		mask |= bit << s;
+		n += (int) bit;
+	}
+	if (count)
+		*count = n;
+	return mask;
+}
+
 /* count the live entries of a segment, and those whose bit "bitpos" is set */
 static void
 pmh_count_split(const PmhPool *pool, const PmhSegMeta *m, uint32 segno,
@@ -1013,16 +1041,12 @@ pmh_count_split(const PmhPool *pool, const PmhSegMeta *m, uint32 segno,
 
 	for (b = 0; b < PMH_SEG_BUCKETS; b++)
 	{
-		uint32		occ = m->occ[b];
+		int			nset;
 
-		while (occ)
-		{
-			int			s = pg_rightmost_one_pos32(occ);
-
-			occ &= occ - 1;
-			(*total)++;
-			*ones += (e[b * PMH_BUCKET_SLOTS + s].hash >> bitpos) & 1;
-		}
+		(void) pmh_split_bucket_mask(&e[b * PMH_BUCKET_SLOTS], m->occ[b],
+									 bitpos, &nset);
+		*total += pg_popcount32(m->occ[b]);
+		*ones += nset;
 	}
 }
 
@@ -1269,34 +1293,6 @@ pmh_place_unpersisted(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	*dst = *src;
 	pmh_meta_set_live(tmeta, src->hash, slot);
 	return 0;
-}
-
-/*
- * The slots of a bucket, among those set in occ, whose hash has bit bitpos
- * set: the entries a split moves to the new segment.  Half of a full
- * segment's entries move, at random, so a branch per slot would be
- * mispredicted half the time; this reads all 16 hashes (one pool line)
- * without branching.  *count, if given, is set to the number of slots.
- */
-static inline uint32
-pmh_split_bucket_mask(const PmhEntry *bucket, uint32 occ, int bitpos,
-					  int *count)
-{
-	uint32		mask = 0;
-	int			n = 0;
-	int			s;
-
-	for (s = 0; s < PMH_BUCKET_SLOTS; s++)
-	{
-		uint32		bit = (uint32) ((bucket[s].hash >> bitpos) & 1) &
-			(occ >> s);
-
-		mask |= bit << s;
-		n += (int) bit;
-	}
-	if (count)
-		*count = n;
-	return mask;
 }
 
 /* move the entries of one source segment whose split bit is set */
