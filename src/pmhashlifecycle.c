@@ -305,7 +305,7 @@ pmhash_ExecutorStart(QueryDesc *queryDesc, int eflags)
 		if (upserts)
 			pmhash_log_note_upsert();
 	}
-	if (queryDesc->plannedstmt->parallelModeNeeded &&
+	if (stmt->parallelModeNeeded &&
 		pmhash_log_have_unflushed())
 		pmhash_log_flush_all(true);
 	if (prev_ExecutorStart)

@@ -457,14 +457,11 @@ if ! skip upkeep; then
 		fi
 		for r in $(seq 1 "$REPEAT"); do
 			for am in none "${AMS[@]}"; do
-				idx=''
-				if [ "$am" = none ]; then
-					:
-				elif [ "$how" = exclusion ]; then
-					idx="ALTER TABLE ins ADD CONSTRAINT ins_k EXCLUDE USING $am (k WITH =);"
-				else
-					idx="CREATE INDEX ins_k ON ins USING $am (k);"
-				fi
+				case "$am:$how" in
+					none:*) idx='' ;;
+					*:exclusion) idx="ALTER TABLE ins ADD CONSTRAINT ins_k EXCLUDE USING $am (k WITH =);" ;;
+					*) idx="CREATE INDEX ins_k ON ins USING $am (k);" ;;
+				esac
 				sql -c "DROP TABLE IF EXISTS ins" -c "CREATE TABLE ins (k int8, payload text)" ${idx:+-c "$idx"} >/dev/null ||
 					{
 						STATUS=1
