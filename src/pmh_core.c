@@ -1982,12 +1982,10 @@ pmh_relocate_prefetch(const PmhPool *pool, const PmhCallbacks *cb,
  * segment holds already is looked for only with check_segment: that needs
  * a crash (PMH_STATE_STALE), and costs a probe per entry.
  *
- * Without "decide" (a caller that cannot act on "no room" yet: it holds
- * the segment, not the whole index) an entry that finds no room ends the
- * relocation with PMH_INSERT_FULL.  Choosing between a split and an
- * overflow segment reads every entry of the segment and its chain, and
- * such a caller would waste it: it takes the index exclusively and
- * relocates again, with "decide".
+ * Without "decide" an entry that finds no room ends the relocation with
+ * PMH_INSERT_FULL: choosing between a split and an overflow segment reads
+ * every entry of the segment and its chain, which a caller that cannot
+ * act on the choice would waste.
  *
  * Returns PMH_INSERT_DONE when the D-bucket is empty, PMH_INSERT_SPLIT or
  * PMH_INSERT_OVERFLOW (with "decide", else PMH_INSERT_FULL) when an entry

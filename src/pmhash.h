@@ -155,6 +155,13 @@ typedef struct PmhashShared
 	dsa_pointer chunks;			/* dsa_pointer[chunkcap], PmhashSegSlot[16] each */
 	uint32		nchunks;
 	uint32		chunkcap;
+	/*
+	 * The free stack, nfree, free_unchecked, primaries and overflows change
+	 * under the index lock exclusive, or under freelock with the index lock
+	 * shared (a split under its segment's lock); freecap and freesegs only
+	 * under the index lock exclusive.
+	 */
+	LWLock		freelock;
 	dsa_pointer freesegs;		/* uint32[freecap]: a stack of free segments */
 	uint32		nfree;
 	uint32		freecap;
@@ -334,13 +341,26 @@ pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
 	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->meta[segno % PMHASH_CHUNK_SEGS];
 }
 
-/* the primary segment that holds a hash (index lock held) */
+/*
+ * The primary segment that the directory names for a hash (index lock
+ * held).  With the index lock shared, a split under the segment's own lock
+ * may narrow that segment at any time, even before the caller locks it:
+ * whoever acts on the answer locks the segment and checks that its word
+ * still covers the hash (pmhash_lock_hash), or checks the word within a
+ * version-checked read (pmhash_lookup_optimistic).
+ */
 static inline uint32
 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
 {
 	uint32	   *dir = pmhash_dsa_address(idx->shared->dir);
+	uint32		segno = dir[pmh_dir_index(hash, idx->shared->global_depth)];
 
-	return dir[pmh_dir_index(hash, idx->shared->global_depth)];
+	/*
+	 * A split publishes a new half's entries after a write barrier: what
+	 * the caller reads of the segment next is read after its entry.
+	 */
+	pg_read_barrier();
+	return segno;
 }
 
 /* GUCs */
@@ -435,6 +455,7 @@ extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
+extern bool pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno);
 extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 extern uint64 pmhash_new_pool_id(void);
 extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
@@ -452,6 +473,7 @@ extern void pmhash_recover_free_list(PmhashShared *shared);
 extern bool pmhash_lock_segment(PmhashIndex *idx, uint32 segno,
 								LWLockMode mode);
 extern void pmhash_unlock_segment(PmhashIndex *idx, uint32 segno);
+extern uint32 pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode);
 extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 									 uint64 hash, uint64 *tags, int max,
 									 int *n);

@@ -36,13 +36,19 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 
 	for (;;)
 	{
-		uint32		segno = pmhash_lookup_segment(idx, hash);
+		uint32		segno = pmhash_lock_hash(idx, hash, LW_EXCLUSIVE);
 		PmhInsertResult r;
 
-		if (!pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
-			continue;
 		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
 						   offset);
+		if (r == PMH_INSERT_SPLIT && idx->mode != LW_EXCLUSIVE &&
+			pmhash_split_segment_shared(idx, segno))
+		{
+			/* split under the segment's lock: look again */
+			pmhash_unlock_segment(idx, segno);
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
 		pmhash_unlock_segment(idx, segno);
 
 		switch (r)
@@ -65,7 +71,7 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 			case PMH_INSERT_OVERFLOW:
 				if (idx->mode != LW_EXCLUSIVE)
 				{
-					/* structure changes need the whole index; look again */
+					/* these need the whole index; look again */
 					pmhash_relock(idx, LW_EXCLUSIVE);
 					continue;
 				}

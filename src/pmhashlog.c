@@ -364,9 +364,8 @@ pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
 /*
  * Relocate the D-bucket of primary segment segno (segment lock held
  * exclusively, or the index lock exclusively) and release the log slots
- * of what was relocated.  Returns the core's verdict: with the index lock
- * exclusive, what to do when there is no room; else only that there is
- * none (PMH_INSERT_FULL), as nothing can be done about it before relocking.
+ * of what was relocated.  Returns the core's verdict, which says what to
+ * do when there is no room (split, or add an overflow segment).
  */
 static PmhInsertResult
 pmhash_relocate_segment(PmhashIndex *idx, uint32 segno)
@@ -382,7 +381,7 @@ pmhash_relocate_segment(PmhashIndex *idx, uint32 segno)
 	 */
 	START_CRIT_SECTION();
 	r = pmh_relocate(&idx->local->pool, &idx->cb, segno, idx->shared->stale,
-					 idx->mode == LW_EXCLUSIVE, released, &nrel, &ndup);
+					 true, released, &nrel, &ndup);
 	if (r == PMH_INSERT_IOERROR)
 		pmhash_report_io_error(idx->rel, "relocate entries in");
 	pmhash_log_release(idx, released, nrel, false);
@@ -406,13 +405,10 @@ pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 
 	for (;;)
 	{
-		uint32		segno = pmhash_lookup_segment(idx, hash);
-		PmhSegMeta *meta;
+		uint32		segno = pmhash_lock_hash(idx, hash, LW_EXCLUSIVE);
+		PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 		PmhInsertResult r;
 
-		if (!pmhash_lock_segment(idx, segno, LW_EXCLUSIVE))
-			continue;
-		meta = pmhash_seg_meta(idx, segno);
 		if (meta->npending < PMH_DBUCKET_SLOTS)
 		{
 			pmh_pending_add(meta, hash, tag, logslot);
@@ -423,10 +419,13 @@ pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 			return;
 		}
 		r = pmhash_relocate_segment(idx, segno);
+		if (r == PMH_INSERT_SPLIT && idx->mode != LW_EXCLUSIVE &&
+			pmhash_split_segment_shared(idx, segno))
+			r = PMH_INSERT_DONE;	/* split under the segment's lock */
 		pmhash_unlock_segment(idx, segno);
-		if (r == PMH_INSERT_FULL)
+		if (r != PMH_INSERT_DONE && idx->mode != LW_EXCLUSIVE)
 		{
-			/* structure changes need the whole index; look again */
+			/* the whole index is needed; look again */
 			pmhash_relock(idx, LW_EXCLUSIVE);
 			continue;
 		}

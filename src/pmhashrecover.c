@@ -479,12 +479,39 @@ pmhash_unlock_segment(PmhashIndex *idx, uint32 segno)
 }
 
 /*
+ * Lock, in mode, the primary segment that holds hash, loading it first if
+ * this is its first use since the restart, and return its number (index
+ * lock held; in the same mode on return).  The directory may name a
+ * segment that split under its own lock after the directory was read and
+ * before the segment was locked (pmhash_split_segment_shared): its word,
+ * read under the lock, no longer covers the hash, and the directory, which
+ * the split updated before letting the segment go, is read again.
+ */
+uint32
+pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode)
+{
+	for (;;)
+	{
+		uint32		segno = pmhash_lookup_segment(idx, hash);
+
+		if (!pmhash_lock_segment(idx, segno, mode))
+			continue;
+		if (likely(pmh_hash_in_segment(hash,
+									   pmhash_seg_meta(idx, segno)->word)))
+			return segno;
+		pmhash_unlock_segment(idx, segno);
+	}
+}
+
+/*
  * Look hash up in primary segment segno without its lock, as
  * pmh_version_read_begin describes (index lock shared): the segment and its
  * chain, then its D-bucket, into tags[0..max-1].  Returns false when a
- * writer held or took the segment meanwhile, or the segment is not loaded
- * yet: then nothing it found may be used, and the caller looks again under
- * the lock.  Else sets *n to the number of entries, which may exceed max.
+ * writer held or took the segment meanwhile, the segment is not loaded
+ * yet, or it no longer holds the hash (it split after the directory was
+ * read): then nothing it found may be used, and the caller looks again
+ * under the lock (pmhash_lock_hash).  Else sets *n to the number of
+ * entries, which may exceed max.
  */
 bool
 pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
@@ -505,6 +532,10 @@ pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
 		return false;
 	/* the metadata is read after "loaded" (set after a write barrier) */
 	pg_read_barrier();
+	/* split since the directory was read: look again (pmhash_lock_hash) */
+	if (!pmh_hash_in_segment(hash, __atomic_load_n(&meta->word,
+												   __ATOMIC_RELAXED)))
+		return false;
 	found = pmh_lookup_all(&idx->local->pool, &idx->cb, meta, segno, hash,
 						   tags, max);
 	if (!pmh_version_read_valid(&slot->version, version))

@@ -333,27 +333,23 @@ pmhash_add_own(PmhashIndex *idx, uint64 hash, uint64 *tags, int n, int max)
 static int
 pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
 {
-	for (;;)
-	{
-		uint32		segno = pmhash_lookup_segment(idx, hash);
-		int			n;
+	uint32		segno = pmhash_lookup_segment(idx, hash);
+	int			n;
 
-		/*
-		 * Start loading the metadata, so that its misses overlap the
-		 * version's (or the lock's); the first use since a restart loads
-		 * the segment (and may change the structure: look the segment up
-		 * again).
-		 */
-		pmh_meta_prefetch(pmhash_seg_meta(idx, segno), hash);
-		if (pmhash_lookup_optimistic(idx, segno, hash, tags, max, &n))
-			return pmhash_add_own(idx, hash, tags, n, max);
-		if (!pmhash_lock_segment(idx, segno, LW_SHARED))
-			continue;
-		n = pmh_lookup_all(&idx->local->pool, &idx->cb,
-						   pmhash_seg_meta(idx, segno), segno, hash, tags, max);
-		pmhash_unlock_segment(idx, segno);
+	/*
+	 * Start loading the metadata, so that its misses overlap the version's;
+	 * if a writer gets in the way, look again under the segment lock (the
+	 * first use since a restart loads the segment there, and a split may
+	 * have moved the hash: pmhash_lock_hash reads the directory again).
+	 */
+	pmh_meta_prefetch(pmhash_seg_meta(idx, segno), hash);
+	if (pmhash_lookup_optimistic(idx, segno, hash, tags, max, &n))
 		return pmhash_add_own(idx, hash, tags, n, max);
-	}
+	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
+	n = pmh_lookup_all(&idx->local->pool, &idx->cb,
+					   pmhash_seg_meta(idx, segno), segno, hash, tags, max);
+	pmhash_unlock_segment(idx, segno);
+	return pmhash_add_own(idx, hash, tags, n, max);
 }
 
 /*

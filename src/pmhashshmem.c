@@ -32,6 +32,7 @@ typedef struct PmhashControl
 	int			seg_tranche;
 	int			dsa_tranche;
 	int			log_tranche;
+	int			free_tranche;
 	pg_atomic_uint64 next_generation;
 	pg_atomic_uint64 drops;		/* counts removed shared entries */
 	pg_atomic_uint32 nunusable; /* entries marked unusable: 0 lets the
@@ -65,6 +66,7 @@ static void pmhash_local_forget(const PmhashKey *key);
 static void pmhash_load(PmhashIndex *idx);
 static void pmhash_make_ready(PmhashIndex *idx, LWLockMode mode);
 static void pmhash_release_lines(int code, Datum arg);
+static void pmhash_check_free_top(PmhashIndex *idx, int nsegs);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -131,6 +133,7 @@ pmhash_shmem_startup_hook(void)
 		pmhash_ctl->seg_tranche = LWLockNewTrancheId();
 		pmhash_ctl->dsa_tranche = LWLockNewTrancheId();
 		pmhash_ctl->log_tranche = LWLockNewTrancheId();
+		pmhash_ctl->free_tranche = LWLockNewTrancheId();
 		pg_atomic_init_u64(&pmhash_ctl->next_generation, 1);
 		pg_atomic_init_u64(&pmhash_ctl->drops, 0);
 		pg_atomic_init_u32(&pmhash_ctl->nunusable, 0);
@@ -194,6 +197,7 @@ pmhash_backend_init(void)
 	LWLockRegisterTranche(pmhash_ctl->seg_tranche, "pmhash_segment");
 	LWLockRegisterTranche(pmhash_ctl->dsa_tranche, "pmhash_dsa");
 	LWLockRegisterTranche(pmhash_ctl->log_tranche, "pmhash_log");
+	LWLockRegisterTranche(pmhash_ctl->free_tranche, "pmhash_free");
 	pmhash_stats_backend_init();
 
 	/* the area's backend-local bookkeeping must outlive this statement */
@@ -537,6 +541,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	{
 		LWLockInitialize(&shared->lock, pmhash_ctl->index_tranche);
 		LWLockInitialize(&shared->loglock, pmhash_ctl->log_tranche);
+		LWLockInitialize(&shared->freelock, pmhash_ctl->free_tranche);
 		pg_atomic_init_u64(&shared->entries, 0);
 		pg_atomic_init_u64(&shared->unloaded, 0);
 		pmhash_clear_shared(shared);
@@ -1047,8 +1052,6 @@ pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
 {
 	PmhashShared *shared = idx->shared;
 	uint64		grow;
-	uint32	   *stack;
-	uint32		p;
 
 	Assert(idx->mode == LW_EXCLUSIVE);
 	if (shared->nfree < (uint32) nsegs)
@@ -1058,13 +1061,22 @@ pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
 		pmhash_pool_grow(idx->rel, idx->local, shared->nsegments + grow);
 		pmhash_extend_shared(shared, shared->nsegments + grow);
 	}
+	pmhash_check_free_top(idx, nsegs);
+}
 
-	/*
-	 * The segments about to be taken must be zero on the media (see
-	 * pmh_prepare_free_segment); those left by the last load were not
-	 * checked yet.
-	 */
-	stack = pmhash_dsa_address(shared->freesegs);
+/*
+ * Make sure the nsegs segments on top of the free stack are zero on the
+ * media (see pmh_prepare_free_segment): those left by the last load were
+ * not checked yet.  Index lock exclusive, or shared with the free lock.
+ */
+static void
+pmhash_check_free_top(PmhashIndex *idx, int nsegs)
+{
+	PmhashShared *shared = idx->shared;
+	uint32	   *stack = pmhash_dsa_address(shared->freesegs);
+	uint32		p;
+
+	Assert(shared->nfree >= (uint32) nsegs);
 	for (p = shared->nfree - (uint32) nsegs; p < shared->nfree; p++)
 	{
 		if (p >= shared->free_unchecked)
@@ -1134,6 +1146,118 @@ pmhash_split_segment(PmhashIndex *idx, uint32 segno)
 	shared->primaries++;
 	shared->overflows += before - shared->nfree - 1;
 	END_CRIT_SECTION();
+}
+
+/*
+ * The free segments a split under its segment's lock may take: the new
+ * primary and an overflow chain of up to PMHASH_SPLIT_RESERVE - 1 (a
+ * longer chain splits with the whole index).
+ */
+#define PMHASH_SPLIT_RESERVE	8
+
+/* free segments set aside for one split (pmhash_split_segment_shared) */
+typedef struct PmhashSplitReserve
+{
+	PmhashIndex *idx;
+	int			n;				/* seg[0..n-1] are left, the top at n-1 */
+	uint32		seg[PMHASH_SPLIT_RESERVE];
+} PmhashSplitReserve;
+
+/* core callback of such a split: metadata of a segment */
+static PmhSegMeta *
+pmhash_cb_reserve_get_meta(void *arg, uint32 segno)
+{
+	return pmhash_seg_meta(((PmhashSplitReserve *) arg)->idx, segno);
+}
+
+/* core callback of such a split: one of its free segments */
+static uint32
+pmhash_cb_reserve_alloc(void *arg)
+{
+	PmhashSplitReserve *res = (PmhashSplitReserve *) arg;
+	uint32		segno;
+
+	if (res->n == 0)
+		return PMH_NO_SEGMENT;
+	segno = res->seg[--res->n];
+	pmh_meta_reset(pmhash_seg_meta(res->idx, segno), 0);
+	pmhash_seg_slot(res->idx, segno)->meta_valid = true;
+	return segno;
+}
+
+/*
+ * Split primary segment segno with the index lock shared and only the
+ * segment's own lock (held exclusively), as CCEH and Dash split, so that
+ * other backends go on inserting into and reading other segments.  That
+ * takes a directory that need not double, free segments that need no
+ * growth of the pool, and no blocked segment load; without them this
+ * changes nothing and returns false, and the caller splits with the index
+ * lock exclusive (pmhash_split_segment).  Returns true once split.
+ *
+ * The free segments are taken under the free lock.  The split itself is
+ * the same failure-atomic pmh_split; the new half and its chain are
+ * reachable by nobody until the directory names the new half, which
+ * happens after a write barrier, and this backend does not touch them
+ * after that.  The old half's entries keep naming it; its word, changed
+ * under its lock, tells a reader that read the directory before the split
+ * that the hash moved (pmhash_lock_hash, pmhash_lookup_optimistic).
+ */
+bool
+pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashSplitReserve res;
+	PmhCallbacks cb;
+	uint32	   *stack;
+	uint32		newseg;
+	int			need;
+	int			i;
+
+	Assert(idx->mode == LW_SHARED && pmhash_seg_slot(idx, segno)->loaded);
+	if (shared->load_blocked ||
+		pmh_segword_depth(pmhash_seg_meta(idx, segno)->word) >=
+		shared->global_depth)
+		return false;
+	need = pmh_segments_needed_for_split(&idx->cb, segno);
+	if (need > PMHASH_SPLIT_RESERVE)
+		return false;
+
+	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
+	if (shared->nfree < (uint32) need)
+	{
+		LWLockRelease(&shared->freelock);
+		return false;
+	}
+	pmhash_check_free_top(idx, need);
+	stack = pmhash_dsa_address(shared->freesegs);
+	shared->nfree -= (uint32) need;
+	memcpy(res.seg, stack + shared->nfree, sizeof(uint32) * need);
+	LWLockRelease(&shared->freelock);
+	res.idx = idx;
+	res.n = need;
+	cb.get_meta = pmhash_cb_reserve_get_meta;
+	cb.alloc_segment = pmhash_cb_reserve_alloc;
+	cb.arg = &res;
+
+	START_CRIT_SECTION();
+	if (pmh_split(&idx->local->pool, &cb, segno, &newseg) != 0)
+		pmhash_report_io_error(idx->rel, "split segment in");
+	pg_write_barrier();
+	pmh_dir_assign(pmhash_dsa_address(shared->dir), shared->global_depth,
+				   pmhash_seg_meta(idx, newseg)->word, newseg);
+
+	/* give back what the split did not take, in the order it was taken */
+	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
+	stack = pmhash_dsa_address(shared->freesegs);
+	for (i = 0; i < res.n; i++)
+		stack[shared->nfree++] = res.seg[i];
+	shared->primaries++;
+	shared->overflows += (uint64) (need - res.n - 1);
+	LWLockRelease(&shared->freelock);
+	END_CRIT_SECTION();
+	elog(DEBUG2, "pmhash index \"%s\": split segment %u into %u under the segment lock",
+		 RelationGetRelationName(idx->rel), segno, newseg);
+	return true;
 }
 
 /*

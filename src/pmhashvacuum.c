@@ -270,13 +270,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		vacuum_delay_point();
 
 		pmhash_attach(index, LW_SHARED, &idx);
-		segno = pmhash_lookup_segment(&idx, pos);
-		if (!pmhash_lock_segment(&idx, segno, LW_EXCLUSIVE))
-		{
-			/* loading it changed the structure: look again */
-			pmhash_detach(&idx);
-			continue;
-		}
+		segno = pmhash_lock_hash(&idx, pos, LW_EXCLUSIVE);
 		word = pmhash_seg_meta(&idx, segno)->word;
 		got = pmhash_vacuum_pending(&idx, segno, pmhash_vac_dead, &vs,
 									&remaining);
