@@ -348,11 +348,14 @@ typedef struct Table
 	SegLock    *seglock;
 	uint32	   *freesegs;		/* stack, lowest segment on top */
 	uint32		nfree;
+	/* the stack and the counts below, while the index lock is shared */
+	pthread_mutex_t freelock;
 	uint32	   *dir;
 	int			gd;
 	uint32		primaries;
 	uint32		overflows;
 	uint64		splits;
+	uint64		splits_shared;	/* of them, under the segment lock alone */
 	pthread_rwlock_t idxlock;
 
 	pthread_mutex_t loglock;
@@ -426,7 +429,7 @@ cb_get_meta(void *arg, uint32 segno)
 	return &t->meta[segno];
 }
 
-/* PmhCallbacks.alloc_segment: called with the index lock exclusive */
+/* PmhCallbacks.alloc_segment, with the index lock exclusive */
 static uint32
 cb_alloc_segment(void *arg)
 {
@@ -615,6 +618,7 @@ table_create(uint64 entries)
 	pthread_rwlockattr_destroy(&ra);
 
 	pthread_mutex_init(&t->loglock, NULL);
+	pthread_mutex_init(&t->freelock, NULL);
 	t->lines = pg_malloc(sizeof(LogLineState) * PMH_LOG_MAX_LINES);
 	for (i = 0; i < PMH_LOG_MAX_LINES; i++)
 	{
@@ -781,6 +785,38 @@ idx_relock(Worker *w, bool exclusive)
 	idx_lock(w, exclusive);
 }
 
+/* the primary segment the directory names for hash (index lock held) */
+static inline uint32
+dir_lookup(const Table *t, uint64 hash)
+{
+	/* a split under a segment lock stores entries as others read them */
+	return __atomic_load_n(&t->dir[pmh_dir_index(hash, t->gd)],
+						   __ATOMIC_ACQUIRE);
+}
+
+/*
+ * Lock the primary segment that holds hash (index lock shared), as
+ * pmhash_lock_hash: a split under the segment's own lock may narrow the
+ * segment between the directory read and the lock; its word then no longer
+ * covers the hash, and the directory is read again.
+ */
+static inline uint32
+seg_lock_hash(Table *t, uint64 hash, bool exclusive)
+{
+	for (;;)
+	{
+		uint32		segno = dir_lookup(t, hash);
+
+		if (exclusive)
+			seg_wrlock(t, segno);
+		else
+			seg_rdlock(t, segno);
+		if (pmh_hash_in_segment(hash, t->meta[segno].word))
+			return segno;
+		seg_unlock(t, segno);
+	}
+}
+
 /* ---------------------------------------------------------------------
  * The write path: backup log, D-buckets, relocation, splits
  * ---------------------------------------------------------------------
@@ -895,9 +931,8 @@ log_release(Worker *w, const uint32 *slots, int n, bool zero)
 }
 
 /*
- * Relocate the D-bucket of primary segno and release its log slots: with
- * the index lock exclusive, the verdict says what to do when there is no
- * room, else only that there is none (pmhash_relocate_segment).
+ * Relocate the D-bucket of primary segno and release its log slots; the
+ * verdict says what to do when there is no room (pmhash_relocate_segment).
  */
 static PmhInsertResult
 relocate_segment(Worker *w, uint32 segno)
@@ -907,7 +942,7 @@ relocate_segment(Worker *w, uint32 segno)
 	int			ndup;
 	PmhInsertResult r;
 
-	r = pmh_relocate(&w->pool, &w->t->cb, segno, false, w->exclusive,
+	r = pmh_relocate(&w->pool, &w->t->cb, segno, false, true,
 					 released, &nrel, &ndup);
 	if (r == PMH_INSERT_IOERROR)
 		die("pmh_relocate: %m");
@@ -941,6 +976,84 @@ split_segment(Worker *w, uint32 segno)
 	t->primaries++;
 	t->overflows += before - t->nfree - 1;
 	t->splits++;
+}
+
+/* free segments set aside for one split under a segment lock */
+#define SPLIT_RESERVE	8
+
+typedef struct SplitReserve
+{
+	Table	   *t;
+	int			n;				/* seg[0..n-1] are left, the top at n-1 */
+	uint32		seg[SPLIT_RESERVE];
+} SplitReserve;
+
+/* PmhCallbacks.get_meta of such a split */
+static PmhSegMeta *
+cb_reserve_get_meta(void *arg, uint32 segno)
+{
+	return cb_get_meta(((SplitReserve *) arg)->t, segno);
+}
+
+/* PmhCallbacks.alloc_segment of such a split: one of its segments */
+static uint32
+cb_reserve_alloc(void *arg)
+{
+	SplitReserve *res = (SplitReserve *) arg;
+
+	return res->n == 0 ? PMH_NO_SEGMENT : res->seg[--res->n];
+}
+
+/*
+ * Split primary segno with the index lock shared and the segment locked
+ * exclusively (pmhash_split_segment_shared): only when the directory need
+ * not double; the free segments come from the stack under its own lock.
+ * The directory entries of the new half are stored once it is complete.
+ * Returns false, having changed nothing, when the whole index is needed.
+ */
+static bool
+split_segment_shared(Worker *w, uint32 segno)
+{
+	Table	   *t = w->t;
+	SplitReserve res;
+	PmhCallbacks cb;
+	uint32		newseg;
+	int			need;
+
+	if (pmh_segword_depth(t->meta[segno].word) >= t->gd)
+		return false;
+	need = pmh_segments_needed_for_split(&t->cb, segno);
+	if (need > SPLIT_RESERVE)
+		return false;
+	pthread_mutex_lock(&t->freelock);
+	if (t->nfree < (uint32) need)
+	{
+		pthread_mutex_unlock(&t->freelock);
+		return false;
+	}
+	t->nfree -= (uint32) need;
+	memcpy(res.seg, t->freesegs + t->nfree, sizeof(uint32) * need);
+	pthread_mutex_unlock(&t->freelock);
+	res.t = t;
+	res.n = need;
+	cb.get_meta = cb_reserve_get_meta;
+	cb.alloc_segment = cb_reserve_alloc;
+	cb.arg = &res;
+
+	if (pmh_split(&w->pool, &cb, segno, &newseg) != 0)
+		die("pmh_split: %m");
+	__atomic_thread_fence(__ATOMIC_RELEASE);
+	pmh_dir_assign(t->dir, t->gd, t->meta[newseg].word, newseg);
+
+	pthread_mutex_lock(&t->freelock);
+	memcpy(t->freesegs + t->nfree, res.seg, sizeof(uint32) * res.n);
+	t->nfree += (uint32) res.n;
+	t->primaries++;
+	t->overflows += (uint32) (need - res.n - 1);
+	t->splits++;
+	t->splits_shared++;
+	pthread_mutex_unlock(&t->freelock);
+	return true;
 }
 
 /* give primary segno another overflow segment; index lock exclusive */
@@ -982,13 +1095,12 @@ place_pending(Worker *w, uint64 hash, uint64 tag, uint32 logslot)
 
 	for (;;)
 	{
-		uint32		segno = t->dir[pmh_dir_index(hash, t->gd)];
-		PmhSegMeta *m = &t->meta[segno];
 		bool		locked = !w->exclusive;
+		uint32		segno = locked ? seg_lock_hash(t, hash, true) :
+			dir_lookup(t, hash);
+		PmhSegMeta *m = &t->meta[segno];
 		PmhInsertResult r;
 
-		if (locked)
-			seg_wrlock(t, segno);
 		if (m->npending < PMH_DBUCKET_SLOTS)
 		{
 			pmh_pending_add(m, hash, tag, logslot);
@@ -999,15 +1111,17 @@ place_pending(Worker *w, uint64 hash, uint64 tag, uint32 logslot)
 			return;
 		}
 		r = relocate_segment(w, segno);
+		if (r == PMH_INSERT_SPLIT && locked && split_segment_shared(w, segno))
+			r = PMH_INSERT_DONE;
 		if (locked)
 			seg_unlock(t, segno);
-		if (r == PMH_INSERT_FULL)
+		if (r != PMH_INSERT_DONE && locked)
 		{
-			/* structure changes need the whole index; look again */
+			/* the whole index is needed; look again */
 			idx_relock(w, true);
 			continue;
 		}
-		if (r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW)
+		if (r != PMH_INSERT_DONE)
 			make_room(w, segno, r);
 	}
 }
@@ -1129,7 +1243,7 @@ log_flush(Worker *w)
 	 */
 	for (i = 0; i < n; i++)
 	{
-		segs[i] = w->t->dir[pmh_dir_index(e[i].hash, w->t->gd)];
+		segs[i] = dir_lookup(w->t, e[i].hash);
 		pmh_prefetch_write(&w->t->seglock[segs[i]].state);
 		pmh_prefetch(&w->t->meta[segs[i]].npending);
 	}
@@ -1197,14 +1311,18 @@ op_insert_direct(Worker *w, uint64 k)
 	idx_lock(w, false);
 	for (;;)
 	{
-		uint32		segno = t->dir[pmh_dir_index(hash, t->gd)];
 		bool		locked = !w->exclusive;
+		uint32		segno = locked ? seg_lock_hash(t, hash, true) :
+			dir_lookup(t, hash);
 		PmhInsertResult r;
 
-		if (locked)
-			seg_wrlock(t, segno);
 		r = pmh_insert(&w->pool, &t->cb, segno, hash, (uint32) (k >> 8),
 					   (uint16) ((k & 0xff) + 1));
+		if (r == PMH_INSERT_SPLIT && locked && split_segment_shared(w, segno))
+		{
+			seg_unlock(t, segno);
+			continue;
+		}
 		if (locked)
 			seg_unlock(t, segno);
 		if (r == PMH_INSERT_DONE || r == PMH_INSERT_EXISTS)
@@ -1255,6 +1373,10 @@ lookup_optimistic(Worker *w, uint64 hash, uint32 segno, uint64 *tags, int *n)
 
 	if ((version & 1) != 0)
 		return false;
+	/* split since the directory was read (pmhash_lookup_optimistic) */
+	if (!pmh_hash_in_segment(hash, __atomic_load_n(&t->meta[segno].word,
+												   __ATOMIC_RELAXED)))
+		return false;
 	found = pmh_lookup_all(&w->pool, &t->cb, &t->meta[segno], segno, hash,
 						   tags, PMH_BUCKET_SLOTS);
 	if (!pmh_version_read_valid(&t->seglock[segno].version, version))
@@ -1263,14 +1385,17 @@ lookup_optimistic(Worker *w, uint64 hash, uint32 segno, uint64 *tags, int *n)
 	return true;
 }
 
-/* the same under the segment lock: a writer got in the way, or for comparison */
+/*
+ * The same under the segment lock (a writer got in the way, or for
+ * comparison), reading the directory again (pmhash_lock_hash)
+ */
 static int
-lookup_locked(Worker *w, uint64 hash, uint32 segno, uint64 *tags)
+lookup_locked(Worker *w, uint64 hash, uint64 *tags)
 {
 	Table	   *t = w->t;
+	uint32		segno = seg_lock_hash(t, hash, false);
 	int			n;
 
-	seg_rdlock(t, segno);
 	n = pmh_lookup_all(&w->pool, &t->cb, &t->meta[segno], segno, hash, tags,
 					   PMH_BUCKET_SLOTS);
 	seg_unlock(t, segno);
@@ -1293,7 +1418,7 @@ collect(Worker *w, uint64 hash, uint32 segno, uint64 *tags)
 	if (!lookup_optimistic(w, hash, segno, tags, &n))
 	{
 		w->retries++;
-		n = lookup_locked(w, hash, segno, tags);
+		n = lookup_locked(w, hash, tags);
 	}
 	for (i = 0; i < w->nclog; i++)
 	{
@@ -1322,7 +1447,7 @@ op_lookup(Worker *w, uint64 k, bool *found)
 
 	w->cur_reads = 0;
 	idx_lock(w, false);
-	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	segno = dir_lookup(t, hash);
 	/* the metadata's misses overlap the lock's (pmhash_search does this) */
 	pmh_meta_prefetch(&t->meta[segno], hash);
 	n = collect(w, hash, segno, tags);
@@ -1351,7 +1476,7 @@ op_lookup_batch(Worker *w, const uint32 *keys, int nk, int *n, bool *found)
 	for (i = 0; i < nk; i++)
 	{
 		hash[i] = key_hash(keys[i]);
-		segno[i] = t->dir[pmh_dir_index(hash[i], t->gd)];
+		segno[i] = dir_lookup(t, hash[i]);
 		pmh_meta_prefetch(&t->meta[segno[i]], hash[i]);
 		pmh_prefetch(&t->seglock[segno[i]].version);
 	}
@@ -1386,8 +1511,7 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 	uint32		i;
 
 	idx_lock(w, false);
-	segno = t->dir[pmh_dir_index(hash, t->gd)];
-	seg_wrlock(t, segno);
+	segno = seg_lock_hash(t, hash, true);
 	w->cur_reads = 0;
 	for (s = segno; s != PMH_NO_SEGMENT && !found; s = t->meta[s].ovf_next)
 	{
@@ -1539,10 +1663,10 @@ probe_exp(Worker *w, BenchOp op, uint64 k, bool *found)
 	w->cur_reads = 0;
 	if (!noindex)
 		idx_lock(w, false);
-	segno = t->dir[pmh_dir_index(hash, t->gd)];
+	segno = dir_lookup(t, hash);
 	pmh_meta_prefetch(&t->meta[segno], hash);
 	if (locked || !lookup_optimistic(w, hash, segno, tags, &n))
-		n = lookup_locked(w, hash, segno, tags);
+		n = lookup_locked(w, hash, tags);
 	if (!noindex)
 		idx_unlock(w);
 	return lookup_done(w, tags, n, want, found);
@@ -1856,6 +1980,7 @@ typedef struct LoadShape
 	uint32		log_segments;
 	int			gd;
 	uint64		splits;
+	uint64		splits_shared;
 	double		load_factor;
 	double		pool_bytes_per_entry;
 	double		meta_bytes_per_entry;
@@ -1878,6 +2003,7 @@ note_shape(const Table *t, uint64 entries)
 	load_shape.log_segments = t->log_nexts;
 	load_shape.gd = t->gd;
 	load_shape.splits = t->splits;
+	load_shape.splits_shared = t->splits_shared;
 	load_shape.load_factor = slots ? (double) inseg / slots : 0;
 	load_shape.pool_bytes_per_entry = (double) pmh_pool_bytes(used) / entries;
 	load_shape.meta_bytes_per_entry =
@@ -2159,10 +2285,12 @@ report(int is_pmem)
 		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); fed after each phase from a trace of the fenced ranges (the model not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
 			   opt.media_lines);
 	if (load_shape.valid)
-		printf("- after the load (%d thread(s)): %u primary segments, %u overflow, %u log segments, global depth %d, %llu splits, load factor %.2f, pool %.1f B/entry, volatile metadata %.1f B/entry (this driver's PmhSegMeta; the server's is smaller)\n",
+		printf("- after the load (%d thread(s)): %u primary segments, %u overflow, %u log segments, global depth %d, %llu splits (%llu of them under the segment lock alone), load factor %.2f, pool %.1f B/entry, volatile metadata %.1f B/entry (this driver's PmhSegMeta; the server's is smaller)\n",
 			   opt.threads[0], load_shape.primaries, load_shape.overflows,
 			   load_shape.log_segments, load_shape.gd,
-			   (unsigned long long) load_shape.splits, load_shape.load_factor,
+			   (unsigned long long) load_shape.splits,
+			   (unsigned long long) load_shape.splits_shared,
+			   load_shape.load_factor,
 			   load_shape.pool_bytes_per_entry, load_shape.meta_bytes_per_entry);
 	printf("\n| threads | operation | keys | ops | Mops/s | Mops / CPU-s | vs Dash | vs CCEH | media WA | fences / op | pool reads / op | ops reading PMem | hits |\n");
 	printf("| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |\n");
