@@ -2107,8 +2107,9 @@ pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno)
 	Assert(depth <= gd);
 	first = pmh_segword_prefix(word) << (gd - depth);
 	count = UINT64CONST(1) << (gd - depth);
+	/* one store each: a caller may publish while others read (see README) */
 	for (i = 0; i < count; i++)
-		dir[first + i] = segno;
+		__atomic_store_n(&dir[first + i], segno, __ATOMIC_RELAXED);
 }
 
 /* double a directory of global depth gd into newdir (2^(gd+1) entries) */

@@ -342,6 +342,33 @@ pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
 }
 
 /*
+ * Take a segment's lock in mode.  Taken exclusively, the segment's version
+ * turns odd until pmhash_seg_release: optimistic lookups
+ * (pmhash_lookup_optimistic) that overlap the holder see that and look
+ * again under the lock.
+ */
+static inline void
+pmhash_seg_acquire(PmhashSegSlot *slot, LWLockMode mode)
+{
+	LWLockAcquire(&slot->lock, mode);
+	if (mode == LW_EXCLUSIVE)
+		pmh_version_write_begin(&slot->version);
+}
+
+/*
+ * Let go of a segment's lock taken by pmhash_seg_acquire.  (An ERROR while
+ * the lock is held exclusively releases it without this, and leaves the
+ * version odd: optimistic lookups use the lock until the next writer.)
+ */
+static inline void
+pmhash_seg_release(PmhashSegSlot *slot)
+{
+	if (LWLockHeldByMeInMode(&slot->lock, LW_EXCLUSIVE))
+		pmh_version_write_end(&slot->version);
+	LWLockRelease(&slot->lock);
+}
+
+/*
  * The primary segment that the directory names for a hash (index lock
  * held).  With the index lock shared, a split under the segment's own lock
  * may narrow that segment at any time, even before the caller locks it:
@@ -353,7 +380,8 @@ static inline uint32
 pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
 {
 	uint32	   *dir = pmhash_dsa_address(idx->shared->dir);
-	uint32		segno = dir[pmh_dir_index(hash, idx->shared->global_depth)];
+	uint64		i = pmh_dir_index(hash, idx->shared->global_depth);
+	uint32		segno = __atomic_load_n(&dir[i], __ATOMIC_RELAXED);
 
 	/*
 	 * A split publishes a new half's entries after a write barrier: what

@@ -41,14 +41,6 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 
 		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
 						   offset);
-		if (r == PMH_INSERT_SPLIT && idx->mode != LW_EXCLUSIVE &&
-			pmhash_split_segment_shared(idx, segno))
-		{
-			/* split under the segment's lock: look again */
-			pmhash_unlock_segment(idx, segno);
-			CHECK_FOR_INTERRUPTS();
-			continue;
-		}
 		pmhash_unlock_segment(idx, segno);
 
 		switch (r)
@@ -71,7 +63,7 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 			case PMH_INSERT_OVERFLOW:
 				if (idx->mode != LW_EXCLUSIVE)
 				{
-					/* these need the whole index; look again */
+					/* structure changes need the whole index; look again */
 					pmhash_relock(idx, LW_EXCLUSIVE);
 					continue;
 				}

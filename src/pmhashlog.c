@@ -586,9 +586,11 @@ pmhash_log_close_full_line(PmhashIndex *idx)
  * to (pmh_relocate_prefetch).  The placements then take their cache misses
  * together instead of one after another (each segment lock's release
  * waits for the stores before it).  Only hints: nothing here changes
- * anything, and the index lock (any mode) keeps the directory and the
- * overflow chains still.  Segments not loaded since the restart are left
- * alone, as their metadata is not set yet.
+ * anything; the index lock (any mode) keeps the overflow chains still and
+ * the directory naming primary segments (a split under a segment lock may
+ * change an entry meanwhile, and then the hint is for the wrong segment).
+ * Segments not loaded since the restart are left alone, as their metadata
+ * is not set yet.
  */
 static void
 pmhash_prefetch_placement(PmhashIndex *idx, const PmhEntry *entries, int n)

@@ -388,33 +388,6 @@ pmhash_load_exclusive(PmhashIndex *idx, uint32 segno)
 }
 
 /*
- * Take a segment's lock in mode.  Taken exclusively, the segment's version
- * turns odd until pmhash_seg_release: optimistic lookups
- * (pmhash_lookup_optimistic) that overlap the holder see that and look
- * again under the lock.
- */
-static inline void
-pmhash_seg_acquire(PmhashSegSlot *slot, LWLockMode mode)
-{
-	LWLockAcquire(&slot->lock, mode);
-	if (mode == LW_EXCLUSIVE)
-		pmh_version_write_begin(&slot->version);
-}
-
-/*
- * Let go of a segment's lock taken by pmhash_seg_acquire.  (An ERROR while
- * the lock is held exclusively releases it without this, and leaves the
- * version odd: optimistic lookups use the lock until the next writer.)
- */
-static inline void
-pmhash_seg_release(PmhashSegSlot *slot)
-{
-	if (LWLockHeldByMeInMode(&slot->lock, LW_EXCLUSIVE))
-		pmh_version_write_end(&slot->version);
-	LWLockRelease(&slot->lock);
-}
-
-/*
  * Lock primary segment segno in mode, loading it first if this is its
  * first use since the restart.  With the index lock exclusive no segment
  * lock is taken (nobody else can hold one).  Returns true with the segment
@@ -490,16 +463,33 @@ pmhash_unlock_segment(PmhashIndex *idx, uint32 segno)
 uint32
 pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode)
 {
+	int			moved = 0;
+
 	for (;;)
 	{
 		uint32		segno = pmhash_lookup_segment(idx, hash);
+		uint64		word;
 
 		if (!pmhash_lock_segment(idx, segno, mode))
 			continue;
-		if (likely(pmh_hash_in_segment(hash,
-									   pmhash_seg_meta(idx, segno)->word)))
+		word = pmhash_seg_meta(idx, segno)->word;
+		if (likely(pmh_hash_in_segment(hash, word)))
 			return segno;
 		pmhash_unlock_segment(idx, segno);
+		elog(DEBUG2, "pmhash index \"%s\": segment %u split after the directory was read; reading it again",
+			 RelationGetRelationName(idx->rel), segno);
+
+		/*
+		 * Each retry follows a split that happened meanwhile, and a hash
+		 * can move at most PMH_MAX_DEPTH times: more means a directory
+		 * entry that stays wrong, which must not hang the backend (it
+		 * holds LWLocks, so it could not be cancelled).
+		 */
+		if (++moved > 4 * PMH_MAX_DEPTH)
+			elog(ERROR, "pmhash index \"%s\": directory entry for hash %016llx names segment %u, which holds depth %d prefix %llx",
+				 RelationGetRelationName(idx->rel),
+				 (unsigned long long) hash, segno, pmh_segword_depth(word),
+				 (unsigned long long) pmh_segword_prefix(word));
 	}
 }
 

@@ -1197,10 +1197,11 @@ pmhash_cb_reserve_alloc(void *arg)
  * The free segments are taken under the free lock.  The split itself is
  * the same failure-atomic pmh_split; the new half and its chain are
  * reachable by nobody until the directory names the new half, which
- * happens after a write barrier, and this backend does not touch them
- * after that.  The old half's entries keep naming it; its word, changed
- * under its lock, tells a reader that read the directory before the split
- * that the hash moved (pmhash_lock_hash, pmhash_lookup_optimistic).
+ * happens after a write barrier and under the new half's lock, and this
+ * backend does not touch them after that.  The old half's entries keep
+ * naming it; its word, changed under its lock, tells a reader that read
+ * the directory before the split that the hash moved (pmhash_lock_hash,
+ * pmhash_lookup_optimistic).
  */
 bool
 pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
@@ -1242,9 +1243,19 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 	START_CRIT_SECTION();
 	if (pmh_split(&idx->local->pool, &cb, segno, &newseg) != 0)
 		pmhash_report_io_error(idx->rel, "split segment in");
+
+	/*
+	 * Publish the new half.  Its lock is held across the directory stores:
+	 * a backend that finds one of them early must not split the new half
+	 * (and publish a half of its own) before the rest are stored, or this
+	 * loop would overwrite that publication.  Nobody can wait for the lock
+	 * yet, so taking it cannot deadlock.
+	 */
+	pmhash_seg_acquire(pmhash_seg_slot(idx, newseg), LW_EXCLUSIVE);
 	pg_write_barrier();
 	pmh_dir_assign(pmhash_dsa_address(shared->dir), shared->global_depth,
 				   pmhash_seg_meta(idx, newseg)->word, newseg);
+	pmhash_seg_release(pmhash_seg_slot(idx, newseg));
 
 	/* give back what the split did not take, in the order it was taken */
 	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);

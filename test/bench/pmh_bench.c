@@ -1008,7 +1008,8 @@ cb_reserve_alloc(void *arg)
  * Split primary segno with the index lock shared and the segment locked
  * exclusively (pmhash_split_segment_shared): only when the directory need
  * not double; the free segments come from the stack under its own lock.
- * The directory entries of the new half are stored once it is complete.
+ * The directory entries of the new half are stored once it is complete,
+ * under its lock (so that nobody splits it before they all are).
  * Returns false, having changed nothing, when the whole index is needed.
  */
 static bool
@@ -1042,8 +1043,11 @@ split_segment_shared(Worker *w, uint32 segno)
 
 	if (pmh_split(&w->pool, &cb, segno, &newseg) != 0)
 		die("pmh_split: %m");
+	/* the new half is locked until all its entries are stored */
+	seg_wrlock(t, newseg);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
 	pmh_dir_assign(t->dir, t->gd, t->meta[newseg].word, newseg);
+	seg_unlock(t, newseg);
 
 	pthread_mutex_lock(&t->freelock);
 	memcpy(t->freesegs + t->nfree, res.seg, sizeof(uint32) * res.n);
