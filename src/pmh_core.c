@@ -1469,6 +1469,57 @@ pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	return 0;
 }
 
+/* pmh_split_reserved's callbacks: the caller's metadata, the given segments */
+typedef struct PmhReserve
+{
+	const PmhCallbacks *cb;
+	const uint32 *seg;
+	int			n;				/* seg[0..n-1] are left, the next at n-1 */
+} PmhReserve;
+
+static PmhSegMeta *
+pmh_reserve_get_meta(void *arg, uint32 segno)
+{
+	const PmhCallbacks *cb = ((PmhReserve *) arg)->cb;
+
+	return cb->get_meta(cb->arg, segno);
+}
+
+static uint32
+pmh_reserve_alloc(void *arg)
+{
+	PmhReserve *res = (PmhReserve *) arg;
+
+	return res->n == 0 ? PMH_NO_SEGMENT : res->seg[--res->n];
+}
+
+/*
+ * pmh_split, taking its free segments from seg[0..*nseg-1] (the last
+ * first) instead of cb->alloc_segment: for a caller that set them aside
+ * beforehand, as a split holding only its segment's lock takes them off a
+ * shared free list first.  On return *nseg is the number left, untouched;
+ * seg[*nseg] and on were taken.  Fails with ENOSPC, as pmh_split does, when
+ * they are not enough.
+ */
+int
+pmh_split_reserved(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+				   const uint32 *seg, int *nseg, uint32 *newsegno)
+{
+	PmhReserve	res;
+	PmhCallbacks rcb;
+	int			rc;
+
+	res.cb = cb;
+	res.seg = seg;
+	res.n = *nseg;
+	rcb.get_meta = pmh_reserve_get_meta;
+	rcb.alloc_segment = pmh_reserve_alloc;
+	rcb.arg = &res;
+	rc = pmh_split(pool, &rcb, segno, newsegno);
+	*nseg = res.n;
+	return rc;
+}
+
 /*
  * Invalidate the slots in "mask" of one bucket (vacuum): each tag word is
  * cleared with one 8-byte store, then the bucket's touched lines are

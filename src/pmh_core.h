@@ -777,6 +777,9 @@ extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);
 extern int	pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno);
 extern int	pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					  uint32 *newsegno);
+extern int	pmh_split_reserved(PmhPool *pool, const PmhCallbacks *cb,
+							   uint32 segno, const uint32 *seg, int *nseg,
+							   uint32 *newsegno);
 extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
 					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
 extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,

@@ -1155,36 +1155,6 @@ pmhash_split_segment(PmhashIndex *idx, uint32 segno)
  */
 #define PMHASH_SPLIT_RESERVE	8
 
-/* free segments set aside for one split (pmhash_split_segment_shared) */
-typedef struct PmhashSplitReserve
-{
-	PmhashIndex *idx;
-	int			n;				/* seg[0..n-1] are left, the top at n-1 */
-	uint32		seg[PMHASH_SPLIT_RESERVE];
-} PmhashSplitReserve;
-
-/* core callback of such a split: metadata of a segment */
-static PmhSegMeta *
-pmhash_cb_reserve_get_meta(void *arg, uint32 segno)
-{
-	return pmhash_seg_meta(((PmhashSplitReserve *) arg)->idx, segno);
-}
-
-/* core callback of such a split: one of its free segments */
-static uint32
-pmhash_cb_reserve_alloc(void *arg)
-{
-	PmhashSplitReserve *res = (PmhashSplitReserve *) arg;
-	uint32		segno;
-
-	if (res->n == 0)
-		return PMH_NO_SEGMENT;
-	segno = res->seg[--res->n];
-	pmh_meta_reset(pmhash_seg_meta(res->idx, segno), 0);
-	pmhash_seg_slot(res->idx, segno)->meta_valid = true;
-	return segno;
-}
-
 /*
  * Split primary segment segno with the index lock shared and only the
  * segment's own lock (held exclusively), as CCEH and Dash split, so that
@@ -1207,11 +1177,11 @@ bool
 pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 {
 	PmhashShared *shared = idx->shared;
-	PmhashSplitReserve res;
-	PmhCallbacks cb;
+	uint32		seg[PMHASH_SPLIT_RESERVE];
 	uint32	   *stack;
 	uint32		newseg;
 	int			need;
+	int			left;
 	int			i;
 
 	Assert(idx->mode == LW_SHARED && pmhash_seg_slot(idx, segno)->loaded);
@@ -1232,17 +1202,17 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 	pmhash_check_free_top(idx, need);
 	stack = pmhash_dsa_address(shared->freesegs);
 	shared->nfree -= (uint32) need;
-	memcpy(res.seg, stack + shared->nfree, sizeof(uint32) * need);
+	memcpy(seg, stack + shared->nfree, sizeof(uint32) * need);
 	LWLockRelease(&shared->freelock);
-	res.idx = idx;
-	res.n = need;
-	cb.get_meta = pmhash_cb_reserve_get_meta;
-	cb.alloc_segment = pmhash_cb_reserve_alloc;
-	cb.arg = &res;
 
 	START_CRIT_SECTION();
-	if (pmh_split(&idx->local->pool, &cb, segno, &newseg) != 0)
+	left = need;
+	if (pmh_split_reserved(&idx->local->pool, &idx->cb, segno, seg, &left,
+						   &newseg) != 0)
 		pmhash_report_io_error(idx->rel, "split segment in");
+	/* (reachable by nobody before the directory names the new half) */
+	for (i = left; i < need; i++)
+		pmhash_seg_slot(idx, seg[i])->meta_valid = true;
 
 	/*
 	 * Publish the new half.  Its lock is held across the directory stores:
@@ -1260,10 +1230,10 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 	/* give back what the split did not take, in the order it was taken */
 	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
 	stack = pmhash_dsa_address(shared->freesegs);
-	for (i = 0; i < res.n; i++)
-		stack[shared->nfree++] = res.seg[i];
+	for (i = 0; i < left; i++)
+		stack[shared->nfree++] = seg[i];
 	shared->primaries++;
-	shared->overflows += (uint64) (need - res.n - 1);
+	shared->overflows += (uint64) (need - left - 1);
 	LWLockRelease(&shared->freelock);
 	END_CRIT_SECTION();
 	elog(DEBUG2, "pmhash index \"%s\": split segment %u into %u under the segment lock",

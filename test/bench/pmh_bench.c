@@ -978,31 +978,8 @@ split_segment(Worker *w, uint32 segno)
 	t->splits++;
 }
 
-/* free segments set aside for one split under a segment lock */
+/* free segments one split under a segment lock may take (the server's) */
 #define SPLIT_RESERVE	8
-
-typedef struct SplitReserve
-{
-	Table	   *t;
-	int			n;				/* seg[0..n-1] are left, the top at n-1 */
-	uint32		seg[SPLIT_RESERVE];
-} SplitReserve;
-
-/* PmhCallbacks.get_meta of such a split */
-static PmhSegMeta *
-cb_reserve_get_meta(void *arg, uint32 segno)
-{
-	return cb_get_meta(((SplitReserve *) arg)->t, segno);
-}
-
-/* PmhCallbacks.alloc_segment of such a split: one of its segments */
-static uint32
-cb_reserve_alloc(void *arg)
-{
-	SplitReserve *res = (SplitReserve *) arg;
-
-	return res->n == 0 ? PMH_NO_SEGMENT : res->seg[--res->n];
-}
 
 /*
  * Split primary segno with the index lock shared and the segment locked
@@ -1016,10 +993,10 @@ static bool
 split_segment_shared(Worker *w, uint32 segno)
 {
 	Table	   *t = w->t;
-	SplitReserve res;
-	PmhCallbacks cb;
+	uint32		seg[SPLIT_RESERVE];
 	uint32		newseg;
 	int			need;
+	int			left;
 
 	if (pmh_segword_depth(t->meta[segno].word) >= t->gd)
 		return false;
@@ -1033,16 +1010,12 @@ split_segment_shared(Worker *w, uint32 segno)
 		return false;
 	}
 	t->nfree -= (uint32) need;
-	memcpy(res.seg, t->freesegs + t->nfree, sizeof(uint32) * need);
+	memcpy(seg, t->freesegs + t->nfree, sizeof(uint32) * need);
 	pthread_mutex_unlock(&t->freelock);
-	res.t = t;
-	res.n = need;
-	cb.get_meta = cb_reserve_get_meta;
-	cb.alloc_segment = cb_reserve_alloc;
-	cb.arg = &res;
 
-	if (pmh_split(&w->pool, &cb, segno, &newseg) != 0)
-		die("pmh_split: %m");
+	left = need;
+	if (pmh_split_reserved(&w->pool, &t->cb, segno, seg, &left, &newseg) != 0)
+		die("pmh_split_reserved: %m");
 	/* the new half is locked until all its entries are stored */
 	seg_wrlock(t, newseg);
 	__atomic_thread_fence(__ATOMIC_RELEASE);
@@ -1050,10 +1023,10 @@ split_segment_shared(Worker *w, uint32 segno)
 	seg_unlock(t, newseg);
 
 	pthread_mutex_lock(&t->freelock);
-	memcpy(t->freesegs + t->nfree, res.seg, sizeof(uint32) * res.n);
-	t->nfree += (uint32) res.n;
+	memcpy(t->freesegs + t->nfree, seg, sizeof(uint32) * left);
+	t->nfree += (uint32) left;
 	t->primaries++;
-	t->overflows += (uint32) (need - res.n - 1);
+	t->overflows += (uint32) (need - left - 1);
 	t->splits++;
 	t->splits_shared++;
 	pthread_mutex_unlock(&t->freelock);

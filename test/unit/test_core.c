@@ -2348,6 +2348,93 @@ test_split_enospc(void)
 	tpool_close(&tp);
 }
 
+/*
+ * pmh_split_reserved takes its segments from the given ones, the last
+ * first, and never from alloc_segment; those it leaves are untouched.  Too
+ * few fail with ENOSPC before anything is published.
+ */
+static void
+test_split_reserved(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		H = rnd() | (UINT64CONST(1) << 63);
+	uint64		hash;
+	uint32		block;
+	uint16		offset;
+	uint32		segno;
+	uint32		newseg = PMH_NO_SEGMENT;
+	uint32		seg[8];
+	uint64		word;
+	int			need;
+	int			left;
+	int			i;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "reserved", 4))
+		return;
+	/* the new half will need an overflow segment for these */
+	insert_dups(&tp, &m, H, 1500, 100, true);
+	if (!insert_until(&tp, &m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
+					  &segno, true))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	need = pmh_segments_needed_for_split(&tp.cb, segno) + 1;
+	if (!CHECK(need <= (int) lengthof(seg) && tpool_ensure_free(&tp, need)))
+	{
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	word = tp.meta[segno].word;
+	tp.nfree -= (uint32) need;
+	memcpy(seg, tp.freesegs + tp.nfree, sizeof(uint32) * need);
+	tp.alloc_budget = 0;		/* alloc_segment must not be asked */
+
+	/* none given: ENOSPC, nothing taken, nothing published */
+	left = 0;
+	errno = 0;
+	CHECK(pmh_split_reserved(&tp.pool, &tp.cb, segno, seg, &left, &newseg) == -1 &&
+		  errno == ENOSPC);
+	CHECK(left == 0 && pmh_seg_header(&tp.pool, segno)->word == word);
+
+	left = need;
+	tp.allocs = 0;
+	if (!CHECK(pmh_split_reserved(&tp.pool, &tp.cb, segno, seg, &left,
+								  &newseg) == 0))
+	{
+		tp.alloc_budget = -1;
+		model_free(&m);
+		tpool_close(&tp);
+		return;
+	}
+	tp.alloc_budget = -1;
+	CHECK(tp.allocs == 0);
+	CHECKF(newseg == seg[need - 1], "new half %u, not the last given (%u)",
+		   newseg, seg[need - 1]);
+	/* the new half's overflow segment came from the rest, one at least left */
+	CHECKF(need - left == 2, "the split took %d of %d segments", need - left,
+		   need);
+	for (i = 0; i < left; i++)
+		CHECKF(pmh_segment_is_zero(&tp.pool, seg[i]),
+			   "segment %u, not taken, was written", seg[i]);
+	for (i = left; i < need; i++)
+		tp.role[seg[i]] = T_OVERFLOW;
+	for (i = 0; i < left; i++)
+		tp.freesegs[tp.nfree++] = seg[i];
+	tpool_publish_split(&tp, segno, newseg);
+	verify_model(&tp, &m, 200, "reserved split");
+
+	CHECK(tpool_insert(&tp, hash, block, offset) == PMH_INSERT_DONE);
+	model_add(&m, hash, block, offset);
+	verify_model(&tp, &m, 200, "reserved split then insert");
+	model_free(&m);
+	tpool_close(&tp);
+}
+
 /* a segment at the maximum depth overflows instead of splitting */
 static void
 test_max_depth(void)
@@ -4852,6 +4939,7 @@ static const TestDef tests[] = {
 	{"torn_delete_states", test_torn_delete_states},
 	{"split_usefulness", test_split_usefulness},
 	{"split_enospc", test_split_enospc},
+	{"split_reserved", test_split_reserved},
 	{"max_depth", test_max_depth},
 	{"batch", test_batch},
 	{"batch_msync", test_batch_msync},
