@@ -2262,6 +2262,33 @@ test_split_usefulness(void)
 }
 
 /*
+ * Set up pool "name" for a split whose new half needs an overflow segment:
+ * 1500 entries of one hash with its top bit set, then inserts until one
+ * finds no room (it is returned in *hash, *block, *offset, its segment in
+ * *segno).  Returns false, with everything freed, if that fails.
+ */
+static bool
+setup_split_with_overflow(TPool *tp, Model *m, const char *name,
+						  uint64 *hash, uint32 *block, uint16 *offset,
+						  uint32 *segno)
+{
+	uint64		H = rnd() | (UINT64CONST(1) << 63);
+
+	memset(m, 0, sizeof(*m));
+	if (!tpool_create(tp, name, 4))
+		return false;
+	insert_dups(tp, m, H, 1500, 100, true);
+	if (!insert_until(tp, m, PMH_INSERT_SPLIT, STOP_SPLIT, hash, block, offset,
+					  segno, true))
+	{
+		model_free(m);
+		tpool_close(tp);
+		return false;
+	}
+	return true;
+}
+
+/*
  * A split that runs out of free segments fails with ENOSPC and leaves the
  * segment as it was.
  */
@@ -2271,7 +2298,6 @@ test_split_enospc(void)
 	TPool		tp;
 	TPool		img;
 	Model		m;
-	uint64		H = rnd() | (UINT64CONST(1) << 63);
 	uint64		hash;
 	uint32		block;
 	uint16		offset;
@@ -2283,18 +2309,9 @@ test_split_enospc(void)
 	int			save_errno;
 	PmhRecoveryResult res;
 
-	memset(&m, 0, sizeof(m));
-	if (!tpool_create(&tp, "enospc", 4))
+	if (!setup_split_with_overflow(&tp, &m, "enospc", &hash, &block, &offset,
+								   &segno))
 		return;
-	/* the new half will need an overflow segment for these */
-	insert_dups(&tp, &m, H, 1500, 100, true);
-	if (!insert_until(&tp, &m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
-					  &segno, true))
-	{
-		model_free(&m);
-		tpool_close(&tp);
-		return;
-	}
 	CHECK(segno == 0);
 	CHECK(tpool_ensure_free(&tp, pmh_segments_needed_for_split(&tp.cb, segno)));
 	word = tp.meta[segno].word;
@@ -2358,7 +2375,6 @@ test_split_reserved(void)
 {
 	TPool		tp;
 	Model		m;
-	uint64		H = rnd() | (UINT64CONST(1) << 63);
 	uint64		hash;
 	uint32		block;
 	uint16		offset;
@@ -2370,18 +2386,9 @@ test_split_reserved(void)
 	int			left;
 	int			i;
 
-	memset(&m, 0, sizeof(m));
-	if (!tpool_create(&tp, "reserved", 4))
+	if (!setup_split_with_overflow(&tp, &m, "reserved", &hash, &block, &offset,
+								   &segno))
 		return;
-	/* the new half will need an overflow segment for these */
-	insert_dups(&tp, &m, H, 1500, 100, true);
-	if (!insert_until(&tp, &m, PMH_INSERT_SPLIT, STOP_SPLIT, &hash, &block, &offset,
-					  &segno, true))
-	{
-		model_free(&m);
-		tpool_close(&tp);
-		return;
-	}
 	need = pmh_segments_needed_for_split(&tp.cb, segno) + 1;
 	if (!CHECK(need <= (int) lengthof(seg) && tpool_ensure_free(&tp, need)))
 	{
