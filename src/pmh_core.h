@@ -777,6 +777,12 @@ extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);
 extern int	pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno);
 extern int	pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					  uint32 *newsegno);
+/*
+ * The most free segments a caller sets aside for pmh_split_reserved: the
+ * new primary and an overflow chain of up to 7 (a segment with a longer
+ * chain splits the way pmh_split does, taking what it needs as it goes).
+ */
+#define PMH_SPLIT_RESERVE_MAX	8
 extern int	pmh_split_reserved(PmhPool *pool, const PmhCallbacks *cb,
 							   uint32 segno, const uint32 *seg, int *nseg,
 							   uint32 *newsegno);

@@ -1149,13 +1149,6 @@ pmhash_split_segment(PmhashIndex *idx, uint32 segno)
 }
 
 /*
- * The free segments a split under its segment's lock may take: the new
- * primary and an overflow chain of up to PMHASH_SPLIT_RESERVE - 1 (a
- * longer chain splits with the whole index).
- */
-#define PMHASH_SPLIT_RESERVE	8
-
-/*
  * Split primary segment segno with the index lock shared and only the
  * segment's own lock (held exclusively), as CCEH and Dash split, so that
  * other backends go on inserting into and reading other segments.  That
@@ -1177,7 +1170,7 @@ bool
 pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 {
 	PmhashShared *shared = idx->shared;
-	uint32		seg[PMHASH_SPLIT_RESERVE];
+	uint32		seg[PMH_SPLIT_RESERVE_MAX];
 	uint32	   *stack;
 	uint32		newseg;
 	int			need;
@@ -1190,7 +1183,8 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 		shared->global_depth)
 		return false;
 	need = pmh_segments_needed_for_split(&idx->cb, segno);
-	if (need > PMHASH_SPLIT_RESERVE)
+	/* (a longer chain splits with the whole index) */
+	if (need > PMH_SPLIT_RESERVE_MAX)
 		return false;
 
 	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);

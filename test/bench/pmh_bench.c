@@ -978,9 +978,6 @@ split_segment(Worker *w, uint32 segno)
 	t->splits++;
 }
 
-/* free segments one split under a segment lock may take (the server's) */
-#define SPLIT_RESERVE	8
-
 /*
  * Split primary segno with the index lock shared and the segment locked
  * exclusively (pmhash_split_segment_shared): only when the directory need
@@ -993,7 +990,7 @@ static bool
 split_segment_shared(Worker *w, uint32 segno)
 {
 	Table	   *t = w->t;
-	uint32		seg[SPLIT_RESERVE];
+	uint32		seg[PMH_SPLIT_RESERVE_MAX];
 	uint32		newseg;
 	int			need;
 	int			left;
@@ -1001,7 +998,7 @@ split_segment_shared(Worker *w, uint32 segno)
 	if (pmh_segword_depth(t->meta[segno].word) >= t->gd)
 		return false;
 	need = pmh_segments_needed_for_split(&t->cb, segno);
-	if (need > SPLIT_RESERVE)
+	if (need > PMH_SPLIT_RESERVE_MAX)
 		return false;
 	pthread_mutex_lock(&t->freelock);
 	if (t->nfree < (uint32) need)

@@ -2380,7 +2380,7 @@ test_split_reserved(void)
 	uint16		offset;
 	uint32		segno;
 	uint32		newseg = PMH_NO_SEGMENT;
-	uint32		seg[8];
+	uint32		seg[PMH_SPLIT_RESERVE_MAX];
 	uint64		word;
 	int			need;
 	int			left;
