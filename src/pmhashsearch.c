@@ -49,7 +49,8 @@ typedef struct PmhashScanOpaqueData
 	uint64	   *hashes;			/* distinct hashes to look up, sorted */
 	int			nhashes;
 	uint64		hash1;			/* storage of a single scalar key's hash */
-	MemoryContext keycxt;		/* array keys' hashes; reset by rescan */
+	MemoryContext keycxt;		/* array keys' hashes, made on first need
+								 * (pmhash_scan_keycxt); reset by rescan */
 	bool		keycxt_used;
 	uint64	   *tags;			/* tag words found, room for cap */
 	ItemPointerData *tids;		/* the TIDs to return, room for cap */
@@ -81,11 +82,24 @@ pmhashbeginscan(Relation rel, int nkeys, int norderbys)
 	so->scancxt = CurrentMemoryContext;
 	so->tags = palloc(sizeof(uint64) * so->cap);
 	so->tids = palloc(sizeof(ItemPointerData) * so->cap);
-	so->keycxt = AllocSetContextCreate(CurrentMemoryContext,
-									   "pmhash scan keys",
-									   ALLOCSET_SMALL_SIZES);
 	scan->opaque = so;
 	return scan;
+}
+
+/*
+ * The memory context of the scan's key hashes, made when a key first needs
+ * one: most scans have a single scalar key, whose hash the scan keeps in
+ * place, and do without.  Marks it used, for rescan to reset.
+ */
+static MemoryContext
+pmhash_scan_keycxt(PmhashScanOpaque so)
+{
+	if (so->keycxt == NULL)
+		so->keycxt = AllocSetContextCreate(so->scancxt,
+										   "pmhash scan keys",
+										   ALLOCSET_SMALL_SIZES);
+	so->keycxt_used = true;
+	return so->keycxt;
 }
 
 /*
@@ -242,9 +256,8 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 		}
 		if (key->sk_flags & SK_SEARCHARRAY)
 		{
-			MemoryContext old = MemoryContextSwitchTo(so->keycxt);
+			MemoryContext old = MemoryContextSwitchTo(pmhash_scan_keycxt(so));
 
-			so->keycxt_used = true;
 			nh = pmhash_array_hashes(rel, key, &h);
 			MemoryContextSwitchTo(old);
 		}
@@ -254,9 +267,7 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 
 			/* the first scalar key's hash is kept in the scan, not palloc'd */
 			h = so->hashes == NULL ? &so->hash1 :
-				MemoryContextAlloc(so->keycxt, sizeof(uint64));
-			if (h != &so->hash1)
-				so->keycxt_used = true;
+				MemoryContextAlloc(pmhash_scan_keycxt(so), sizeof(uint64));
 			*h = pmhash_hash_datum(pmhash_key_hashproc(rel, key->sk_subtype,
 													   &buf),
 								   rel->rd_indcollation[0], key->sk_argument);
@@ -656,7 +667,8 @@ pmhashendscan(IndexScanDesc scan)
 		ExecDropSingleTupleTableSlot(so->pred_slot);
 		FreeExecutorState(so->pred_estate);
 	}
-	MemoryContextDelete(so->keycxt);
+	if (so->keycxt != NULL)
+		MemoryContextDelete(so->keycxt);
 	pfree(so->tags);
 	pfree(so->tids);
 	pfree(so);
