@@ -62,6 +62,8 @@
 #        PMHASH_BENCH_VACINS_TIME (10 seconds per run of step 8; 0 skips
 #        it), PMHASH_BENCH_VACINS_CLIENTS (4),
 #        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT (off),
+#        PMHASH_BENCH_PIN_ONE (1: a 1-client pgbench run and its backend
+#        share one CPU; 0: the scheduler places them),
 #        PMHASH_BENCH_SHARED_BUFFERS (1GB),
 #        PMHASH_BENCH_MODE ("emulated": pools on /dev/shm with
 #        PMEM_IS_PMEM_FORCE=1; "file": pools in the data directory, msync),
@@ -102,6 +104,9 @@ SKIP=",${PMHASH_BENCH_SKIP:-},"
 skip() { [[ "$SKIP" == *",$1,"* ]]; }
 [[ "$PGB_ROUNDS" =~ ^[1-9][0-9]*$ ]] ||
 	pmh_die "PMHASH_BENCH_PGBENCH_ROUNDS: '$PGB_ROUNDS' is not a positive whole number"
+PIN_ONE=${PMHASH_BENCH_PIN_ONE:-1}
+[[ "$PIN_ONE" =~ ^[01]$ ]] ||
+	pmh_die "PMHASH_BENCH_PIN_ONE: '$PIN_ONE' is neither 0 nor 1"
 
 LOGDIR=$PMH_CHECK/bench
 mkdir -p "$LOGDIR"
@@ -638,6 +643,32 @@ pgbench_gone() {
 	done
 	return 1
 }
+# pin_server CPUS: set the postmaster's CPU affinity, which the backends
+# it forks from then on inherit
+pin_server() {
+	local pm
+	pm=$(head -n 1 "$PMH_CL_DATA/postmaster.pid" 2>/dev/null) || return 1
+	taskset -pc "$1" "$pm" >/dev/null
+}
+# A 1-client run is a ping-pong between pgbench and one backend.  Left to
+# the scheduler, the two sometimes share a CPU and sometimes wake each
+# other across CPUs, and the rate of the same run moves by a factor of
+# three (about 11000 against 33000 single-row inserts per second on the
+# 2-CPU machine of the README's results).  So, unless PMHASH_BENCH_PIN_ONE
+# is 0, both run on the first CPU the server may use, for all three
+# methods alike; runs with more clients are not pinned.
+PIN_CPUS=
+PIN_CPU=
+if [ "$PIN_ONE" = 1 ] && ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
+	if command -v taskset >/dev/null 2>&1 &&
+		PIN_CPUS=$(taskset -pc "$(head -n 1 "$PMH_CL_DATA/postmaster.pid")" 2>/dev/null | sed -E 's/.*: //') &&
+		[ -n "$PIN_CPUS" ]; then
+		PIN_CPU=$(sed -E 's/^([0-9]+).*/\1/' <<<"$PIN_CPUS")
+	else
+		pmh_warn "taskset cannot read the server's CPU affinity: 1-client pgbench runs are not pinned"
+		PIN_CPUS=
+	fi
+fi
 if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 	TICK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
@@ -655,10 +686,17 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 						continue
 					}
 					pgbench_gone
+					PIN=()
+					if [ "$c" = 1 ] && [ -n "$PIN_CPU" ]; then
+						pin_server "$PIN_CPU" && PIN=(taskset -c "$PIN_CPU")
+					fi
 					cpu0=$(backends_cpu_ticks)
-					out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
+					out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PIN[@]}" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
 					rc=$?
 					pgbench_gone && cpu1=$(backends_cpu_ticks) || cpu1=''
+					if [ "${#PIN[@]}" -gt 0 ]; then
+						pin_server "$PIN_CPUS" || STATUS=1
+					fi
 					txns=$(sed -n -E 's/^number of transactions actually processed: ([0-9]+).*/\1/p' <<<"$out")
 					sql -c "ALTER TABLE pgb RENAME TO t_$am" >/dev/null || STATUS=1
 					tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
@@ -805,7 +843,12 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	fi
 	if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 		echo
-		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, transactions per second, the median of $PGB_ROUNDS runs of ${PGB_TIME}s each, the three methods taking turns; every run is in sql.tsv; scripts in test/bench/pgbench/):"
+		if [ -n "$PIN_CPU" ]; then
+			pinned="; 1-client runs with pgbench and its backend both on CPU $PIN_CPU (left to the scheduler, their placement moves a 1-client rate by up to a factor of three on a small machine)"
+		else
+			pinned="; no run pinned to a CPU"
+		fi
+		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, transactions per second, the median of $PGB_ROUNDS runs of ${PGB_TIME}s each, the three methods taking turns$pinned; every run is in sql.tsv; scripts in test/bench/pgbench/):"
 		echo
 		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
 		echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
