@@ -894,30 +894,51 @@ for s in "${SCRIPTS[@]}"; do
 	} >"$OUT/sql_pgbench_$s.dat"
 done
 
-bench_plot "$OUT" <<EOF
-set terminal pngcairo size 900,500 font ",10" noenhanced
+# has_numbers FILE...: does any data row (after the header) of the files
+# hold a number?  The plot of a skipped step would have none, and gnuplot
+# stops at an empty plot.
+has_numbers() {
+	awk 'FNR > 1 { for (i = 2; i <= NF; i++) if ($i != "n/a") found = 1 } END { exit !found }' "$@"
+}
+PLOT_STYLE='set terminal pngcairo size 900,500 font ",10" noenhanced
 set datafile missing "n/a"
 set style data histograms
 set style histogram clustered gap 1
 set style fill solid 0.8 border -1
 set grid ytics
-set key top left
+set key top left'
 
+if has_numbers "$OUT/sql_probe.dat"; then
+	bench_plot "$OUT" <<EOF
+$PLOT_STYLE
 set output "sql_probe.png"
 set title "Probe cost per lookup, nested-loop join of $PROBES keys ($ROWS rows, $MODE pools)"
 set ylabel "ns per lookup (whole query)"
 set yrange [0:*]
 plot "sql_probe.dat" using 2:xtic(1) title "pmhash", "" using 3 title "btree", "" using 4 title "hash"
+EOF
+fi
 
+if has_numbers "$OUT/sql_ratios.dat"; then
+	bench_plot "$OUT" <<EOF
+$PLOT_STYLE
 set output "sql_ratios.png"
 set xtics rotate by -20
 set title "pmhash relative to btree and hash (lower is better; 1 = same)"
 set ylabel "pmhash / other"
 set yrange [0:*]
 plot "sql_ratios.dat" using 2:xtic(1) title "pmhash / btree", "" using 3 title "pmhash / hash", 1 with lines lc rgb "black" dt 2 notitle
+EOF
+fi
 
+PGB_DATS=()
+for s in "${SCRIPTS[@]}"; do
+	PGB_DATS+=("$OUT/sql_pgbench_$s.dat")
+done
+if has_numbers "${PGB_DATS[@]}"; then
+	bench_plot "$OUT" <<EOF
+$PLOT_STYLE
 set output "sql_pgbench.png"
-set xtics norotate
 unset title
 set style data linespoints
 set multiplot layout 2,2 title "pgbench TPS by clients ($ROWS rows, $MODE pools, ${PGB_TIME}s runs)"
@@ -936,6 +957,7 @@ set title "YCSB-A-like (50/50 select/update)"
 plot "sql_pgbench_ycsb_a.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
 unset multiplot
 EOF
+fi
 
 pmh_head "results: $MD"
 cat "$MD"
