@@ -1662,6 +1662,29 @@ ref_segment(uint64 hash)
 	return ref.dir[hash >> (64 - ref.depth)];
 }
 
+/*
+ * The slot of the reference table that holds hash, or the free slot where
+ * its probe sequence ends; NULL when the whole segment is full.  Adds the
+ * number of slots compared to *probed.
+ */
+static inline PmhEntry *
+ref_find(uint64 hash, uint64 *probed)
+{
+	PmhEntry   *seg = ref_segment(hash);
+	uint32		home = (uint32) (hash % REF_SEG_LINES) * REF_LINE_SLOTS;
+	uint32		j;
+
+	for (j = 0; j < REF_SEG_SLOTS; j++)
+	{
+		PmhEntry   *e = &seg[(home + j) % REF_SEG_SLOTS];
+
+		(*probed)++;
+		if (e->tag == 0 || e->hash == hash)
+			return e;
+	}
+	return NULL;
+}
+
 /* load keys 0..n-1 into a fresh reference table (see RefTable) */
 static void
 ref_build(uint64 n)
@@ -1690,24 +1713,15 @@ ref_build(uint64 n)
 	for (k = 0; k < n; k++)
 	{
 		uint64		hash = key_hash(k);
-		PmhEntry   *seg = ref_segment(hash);
-		uint32		home = (uint32) (hash % REF_SEG_LINES) * REF_LINE_SLOTS;
-		uint32		j;
+		uint64		probed = 0;
+		PmhEntry   *e = ref_find(hash, &probed);
 
-		for (j = 0; j < REF_SEG_SLOTS; j++)
-		{
-			PmhEntry   *e = &seg[(home + j) % REF_SEG_SLOTS];
-
-			if (e->tag == 0)
-			{
-				e->hash = hash;
-				e->tag = key_tag(k);
-				break;
-			}
-		}
-		if (j == REF_SEG_SLOTS)
+		/* (distinct keys have distinct hashes: the slot found is free) */
+		if (e == NULL)
 			die("one-miss reference: a segment of %d slots is full (" UINT64_FORMAT " keys in " UINT64_FORMAT " segments)",
 				REF_SEG_SLOTS, n, nseg);
+		e->hash = hash;
+		e->tag = key_tag(k);
 	}
 }
 
@@ -1727,24 +1741,12 @@ ref_destroy(void)
 static inline int
 ref_lookup(Worker *w, uint64 hash, uint64 *tag)
 {
-	const PmhEntry *seg = ref_segment(hash);
-	uint32		home = (uint32) (hash % REF_SEG_LINES) * REF_LINE_SLOTS;
-	uint32		j;
+	const PmhEntry *e = ref_find(hash, &w->cur_reads);
 
-	for (j = 0; j < REF_SEG_SLOTS; j++)
-	{
-		const PmhEntry *e = &seg[(home + j) % REF_SEG_SLOTS];
-
-		w->cur_reads++;
-		if (e->tag == 0)
-			return 0;
-		if (e->hash == hash)
-		{
-			*tag = e->tag;
-			return 1;
-		}
-	}
-	return 0;
+	if (e == NULL || e->tag == 0)
+		return 0;
+	*tag = e->tag;
+	return 1;
 }
 
 /*
