@@ -625,12 +625,16 @@ fi
 # ------------------------------------------------------------- pgbench ---
 
 SCRIPTS=(select_only insert mixed ycsb_a)
+# postmaster_pid: the process id of the benchmark cluster's postmaster
+postmaster_pid() {
+	head -n 1 "$PMH_CL_DATA/postmaster.pid" 2>/dev/null
+}
 # backends_cpu_ticks: the CPU time (clock ticks) of the server's processes
 # that have exited so far: the kernel adds a child's time to its parent's
 # cutime and cstime when the postmaster reaps it
 backends_cpu_ticks() {
 	local pm
-	pm=$(head -n 1 "$PMH_CL_DATA/postmaster.pid" 2>/dev/null) || return 1
+	pm=$(postmaster_pid) || return 1
 	awk '{ print $16 + $17 }' "/proc/$pm/stat" 2>/dev/null
 }
 # pgbench_gone: wait (up to 5 s) until pgbench's backends have exited
@@ -647,7 +651,7 @@ pgbench_gone() {
 # it forks from then on inherit
 pin_server() {
 	local pm
-	pm=$(head -n 1 "$PMH_CL_DATA/postmaster.pid" 2>/dev/null) || return 1
+	pm=$(postmaster_pid) || return 1
 	taskset -pc "$1" "$pm" >/dev/null
 }
 # A 1-client run is a ping-pong between pgbench and one backend.  Left to
@@ -659,17 +663,17 @@ pin_server() {
 # methods alike; runs with more clients are not pinned.
 PIN_CPUS=
 PIN_CPU=
-if [ "$PIN_ONE" = 1 ] && ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
-	if command -v taskset >/dev/null 2>&1 &&
-		PIN_CPUS=$(taskset -pc "$(head -n 1 "$PMH_CL_DATA/postmaster.pid")" 2>/dev/null | sed -E 's/.*: //') &&
-		[ -n "$PIN_CPUS" ]; then
-		PIN_CPU=$(sed -E 's/^([0-9]+).*/\1/' <<<"$PIN_CPUS")
-	else
-		pmh_warn "taskset cannot read the server's CPU affinity: 1-client pgbench runs are not pinned"
-		PIN_CPUS=
-	fi
-fi
 if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
+	if [ "$PIN_ONE" = 1 ]; then
+		if command -v taskset >/dev/null 2>&1 &&
+			PIN_CPUS=$(taskset -pc "$(postmaster_pid)" 2>/dev/null | sed -E 's/.*: //') &&
+			[ -n "$PIN_CPUS" ]; then
+			PIN_CPU=$(sed -E 's/^([0-9]+).*/\1/' <<<"$PIN_CPUS")
+		else
+			pmh_warn "taskset cannot read the server's CPU affinity: 1-client pgbench runs are not pinned"
+			PIN_CPUS=
+		fi
+	fi
 	TICK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
 	for s in "${SCRIPTS[@]}"; do
