@@ -101,7 +101,7 @@ EOF
 # probe experiments: CPU time per lookup relative to the baseline, and the
 # share of lookups that read the pool
 awk -F'\t' '
-	NR > 1 && $2 ~ /^search[+-] (baseline|locked|no index lock|one-miss reference)/ {
+	NR > 1 && $2 ~ /^search[+-] (baseline|locked|no index lock|one-miss reference|two-miss reference)/ {
 		if ($2 ~ /baseline/) base[substr($2, 1, 7)] = $7
 		n++; op[n] = $2; cpu[n] = $7; frac[n] = $11
 	}
