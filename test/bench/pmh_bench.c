@@ -1669,11 +1669,18 @@ typedef struct RefTable
 static RefTable ref;
 static double ref_load;			/* its load factor, for the report */
 
+/* the number of the reference table's segment of a hash */
+static inline uint64
+ref_segno(uint64 hash)
+{
+	return hash >> (64 - ref.depth);
+}
+
 /* the reference table's segment of a hash */
 static inline PmhEntry *
 ref_segment(uint64 hash)
 {
-	return ref.dir[hash >> (64 - ref.depth)];
+	return ref.dir[ref_segno(hash)];
 }
 
 /*
@@ -1700,13 +1707,14 @@ ref_find(uint64 hash, uint64 *probed)
 }
 
 /*
- * Note in the two-miss reference's fingerprint table that segment segi
- * holds hash in slot "slot": in the first way free from the hash's bucket
- * on (ways fill in order; a lookup goes on past full buckets only).
+ * Note in the two-miss reference's fingerprint table that hash is in slot
+ * "slot" of its segment: in the first way free from the hash's bucket on
+ * (ways fill in order; a lookup goes on past full buckets only).
  */
 static void
-ref_fpt_add(uint64 segi, uint64 hash, uint32 slot)
+ref_fpt_add(uint64 hash, uint32 slot)
 {
+	uint64		segi = ref_segno(hash);
 	PmhFpBucket *fpt = &ref.fpt[segi * PMH_FPT_BUCKETS];
 	int			b = pmh_fpt_bucket(hash);
 	int			i;
@@ -1773,8 +1781,7 @@ ref_build(uint64 n)
 				REF_SEG_SLOTS, n, nseg);
 		e->hash = hash;
 		e->tag = key_tag(k);
-		ref_fpt_add(hash >> (64 - ref.depth), hash,
-					(uint32) (e - ref_segment(hash)));
+		ref_fpt_add(hash, (uint32) (e - ref_segment(hash)));
 	}
 }
 
@@ -1811,9 +1818,8 @@ ref_lookup(Worker *w, uint64 hash, uint64 *tag)
 static inline int
 ref_lookup_twomiss(Worker *w, uint64 hash, uint64 *tag)
 {
-	uint64		segi = hash >> (64 - ref.depth);
-	const PmhFpBucket *fpt = &ref.fpt[segi * PMH_FPT_BUCKETS];
-	const PmhEntry *seg = ref.dir[segi];
+	const PmhFpBucket *fpt = &ref.fpt[ref_segno(hash) * PMH_FPT_BUCKETS];
+	const PmhEntry *seg = ref_segment(hash);
 	uint16		fp = pmh_meta_fp(hash);
 	int			b = pmh_fpt_bucket(hash);
 	int			i;
