@@ -4,14 +4,15 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 
 MODULE_big = pmhash
 OBJS = \
+	src/core/pmh_writepath.o \
 	src/pmh_core.o \
 	src/pmh_media.o \
 	src/pmhash.o \
+	src/pmhashblog.o \
 	src/pmhashbuild.o \
 	src/pmhashcheck.o \
 	src/pmhashinsert.o \
 	src/pmhashlifecycle.o \
-	src/pmhashlog.o \
 	src/pmhashpool.o \
 	src/pmhashrecover.o \
 	src/pmhashsearch.o \
@@ -19,13 +20,14 @@ OBJS = \
 	src/pmhashstats.o \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \
-	src/pmhashworker.o
+	src/pmhashworker.o \
+	src/pmhashxact.o
 
 EXTENSION = pmhash
 DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
 PG_CFLAGS = -Werror
 SHLIB_LINK = -lpmem
 
@@ -38,11 +40,12 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies
-$(OBJS): src/pmh_core.h src/pmh_media.h src/pmhash.h
+$(OBJS): src/pmh_core.h src/core/pmh_writepath.h src/pmh_media.h src/pmhash.h
 
 # The data-structure core builds and runs without a server.
 CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
-	-DFRONTEND -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir) \
+	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core \
+	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
 CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
@@ -51,7 +54,8 @@ CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 # pools, the reference model and the checks
 UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h test/unit/unit_util.h
 CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
-	src/pmh_core.c src/pmh_core.h
+	test/unit/tlog.c src/pmh_core.c src/pmh_core.h \
+	src/core/pmh_writepath.c src/core/pmh_writepath.h
 
 test/unit/test_core: test/unit/test_core.c $(CORE_HARNESS)
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
@@ -90,7 +94,7 @@ FUZZ_CC = clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	-Wmissing-prototypes -Wno-unused-parameter -Wno-ignored-attributes \
-	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/test/fuzz \
+	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
 	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
 FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c

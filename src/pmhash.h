@@ -25,6 +25,7 @@
 #include "utils/relcache.h"
 
 #include "pmh_core.h"
+#include "pmh_writepath.h"
 
 /* support procedures */
 #define PMHASH_STANDARD_PROC	1	/* 32-bit hash, optional */
@@ -186,17 +187,14 @@ typedef struct PmhashShared
 								 * before anything else (index lock) */
 	uint32		blocked_segno;
 
-	/* the backup log (pmhashlog.c) */
+	/* the backup log (pmhashblog.c) */
 	LWLock		loglock;		/* protects the fields below */
 	dsa_pointer logchunks;		/* dsa_pointer[PMH_LOG_MAX_LINES / 64]: a
-								 * PmhashLogChunk each, for the lines in use
+								 * PmhLogChunk each, for the lines in use
 								 * (fixed log, then extensions) */
 	dsa_pointer logexts;		/* uint32[PMH_LOG_MAX_EXTS]: the segment of
 								 * each log extension */
-	uint32		log_nexts;		/* log extensions (log segments) */
-	uint32		log_cursor;		/* where the search for a free line starts */
-	uint32		log_pending;	/* entries waiting in D-buckets */
-	int			vacuum_active;	/* VACUUMs running: see README.pmhash */
+	PmhLogState log;			/* the core's counters (pmh_writepath.h) */
 
 	int			stats_slot;		/* its counters (pmhashstats.c) */
 
@@ -205,32 +203,11 @@ typedef struct PmhashShared
 	PmhashFileSig unusable_sig; /* the pool file as that load saw it */
 } PmhashShared;
 
-/* shared state of one backup-log line */
-typedef struct PmhashLogLine
-{
-	uint16		pending;		/* slots holding an entry not yet relocated */
-	bool		zeroed;			/* zeroed for reuse in the mapping only: the
-								 * media may still hold its old entries */
-	int32		owner;			/* pgprocno of the backend appending to it, or -1 */
-} PmhashLogLine;
-
-#define PMHASH_LOG_CHUNK		PMH_LOG_EXT_LINES	/* line states per chunk */
-
-/*
- * The states of 64 backup-log lines, and which of them are free (nothing
- * pending, no owner): taking a line reads one mask per 64 lines.
- */
-typedef struct PmhashLogChunk
-{
-	uint64		free;			/* bit k: lines[k] is free */
-	PmhashLogLine lines[PMHASH_LOG_CHUNK];
-} PmhashLogChunk;
-
 /* lines of an index's backup log: the fixed ones and its extensions' */
 static inline uint32
 pmhash_log_nlines(const PmhashShared *shared)
 {
-	return PMH_LOG_LINES + shared->log_nexts * PMH_LOG_EXT_LINES;
+	return pmh_log_nlines(&shared->log);
 }
 
 /*
@@ -511,14 +488,7 @@ extern void pmhash_load_all(PmhashIndex *idx, bool yield);
 extern bool pmhash_prewarm;
 extern void pmhash_prewarm_register(void);
 
-/* pmhashlog.c: collecting logs, the backup log, D-buckets */
-extern void pmhash_log_init_shared(PmhashIndex *idx);
-extern PmhashLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);
-extern void pmhash_log_note_line(PmhashShared *shared, uint32 line);
-extern bool pmhash_log_line_marked_free(PmhashShared *shared, uint32 line);
-extern void pmhash_log_disown(PmhashShared *shared, uint32 line);
-extern void pmhash_log_free_shared(PmhashShared *shared);
-extern void pmhash_log_add_extension(PmhashIndex *idx);
+/* pmhashxact.c: collecting logs */
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,
 							  bool flush_now);
 extern void pmhash_log_note_upsert(void);
@@ -535,8 +505,25 @@ extern void pmhash_log_subxact_abort(SubTransactionId mysub);
 extern bool pmhash_log_have_unflushed(void);
 extern int	pmhash_log_own_matches(const PmhashKey *key, uint64 hash,
 								   ItemPointerData *tids, int max);
+
+/* pmhashblog.c: the backup log and D-buckets (the core's write path) */
+extern void pmhash_writer(PmhashIndex *idx, PmhWriter *w);
+extern void pmhash_log_init_shared(PmhashIndex *idx);
+extern PmhLogLine *pmhash_log_line_state(PmhashShared *shared, uint32 line);
+extern bool pmhash_log_line_marked_free(PmhashShared *shared, uint32 line);
+extern void pmhash_log_disown(PmhashShared *shared, uint32 line);
+extern void pmhash_log_free_shared(PmhashShared *shared);
+extern int	pmhash_log_lines_in_use(PmhashIndex *idx);
+extern int	pmhash_log_room(const PmhashShared *shared,
+							const PmhashLocal *local);
+extern void pmhash_log_write(PmhashIndex *idx, const PmhEntry *entries, int n,
+							 uint32 *line, int *first);
+extern void pmhash_log_place_written(PmhashIndex *idx,
+									 const PmhEntry *entries, int n,
+									 uint32 line, int first);
 extern void pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
 								 uint32 logslot);
+extern void pmhash_log_recover_slot(PmhashIndex *idx, uint32 logslot);
 extern void pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n,
 							   bool zero);
 extern void pmhash_log_vacuum_begin(PmhashIndex *idx);
@@ -544,8 +531,6 @@ extern void pmhash_log_vacuum_end(PmhashShared *shared, uint64 generation);
 extern uint64 pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
 									bool (*dead) (ItemPointer tid, void *arg),
 									void *arg, uint64 *remaining);
-extern void pmhash_log_backend_exit(void);
-extern int	pmhash_log_lines_in_use(PmhashIndex *idx);
 
 /* pmhashstats.c: persist traffic and the media model */
 extern Size pmhash_stats_shmem_size(void);

@@ -137,7 +137,7 @@ pmhash_stats(PG_FUNCTION_ARGS)
 							   (double) entries / ((double) used * PMH_SEG_SLOTS));
 	values[5] = Int32GetDatum(idx.shared->global_depth);
 	values[6] = Int64GetDatum((int64) used);
-	values[7] = Int64GetDatum((int64) idx.shared->log_pending);
+	values[7] = Int64GetDatum((int64) idx.shared->log.pending);
 	values[8] = Int32GetDatum(pmhash_log_lines_in_use(&idx));
 	pmhash_stats_index_values(idx.shared->stats_slot, &values[9]);
 	nulls[9 + 7] = DatumGetInt64(values[9]) == 0;	/* no user bytes, no ratio */
@@ -354,11 +354,11 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 	{
 		uint64		w;
 
-		if (i >= shared->log_nexts)
+		if (i >= shared->log.nexts)
 		{
 			if (exts[i] != PMH_NO_SEGMENT)
 				pmhash_problem(st, "log extension %llu past the %u in use names segment %u",
-							   (unsigned long long) i, shared->log_nexts, exts[i]);
+							   (unsigned long long) i, shared->log.nexts, exts[i]);
 			continue;
 		}
 		if (exts[i] >= nseg)
@@ -463,7 +463,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 	LWLockAcquire(&shared->loglock, LW_SHARED);
 	for (i = 0; i < pmhash_log_nlines(shared); i++)
 	{
-		PmhashLogLine *ls = pmhash_log_line_state(shared, (uint32) i);
+		PmhLogLine *ls = pmhash_log_line_state(shared, (uint32) i);
 		bool		marked_free = pmhash_log_line_marked_free(shared, (uint32) i);
 
 		if (ls->pending != seen_pending[i])
@@ -479,9 +479,9 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		pmhash_problem(st, "after loading every segment, %llu are counted as not loaded and %u log entries as not sorted out",
 					   (unsigned long long) pg_atomic_read_u64(&shared->unloaded),
 					   shared->log_unverified);
-	if (pending != shared->log_pending)
+	if (pending != shared->log.pending)
 		pmhash_problem(st, "shared memory counts %u pending entries, D-buckets hold %llu",
-					   shared->log_pending, (unsigned long long) pending);
+					   shared->log.pending, (unsigned long long) pending);
 	if (total + pending != pg_atomic_read_u64(&shared->entries))
 		pmhash_problem(st, "shared memory counts %llu entries, pool has %llu (%llu of them pending)",
 					   (unsigned long long) pg_atomic_read_u64(&shared->entries),

@@ -48,34 +48,46 @@ pmhash_recover_free_list(PmhashShared *shared)
 	shared->reclen = 0;
 }
 
+/* pmhash_log_recover's list of live log slots */
+typedef struct PmhashRecFound
+{
+	const uint32 *dir;
+	int			gd;
+	uint64	   *found;			/* (segment << 32) | slot, in log order */
+	uint32		nfound;
+	uint32	   *count;			/* per segment */
+} PmhashRecFound;
+
+/* PmhLogFoundFn: note a live log slot under its primary segment */
+static void
+pmhash_rec_found(void *arg, uint32 logslot, const PmhEntry *e)
+{
+	PmhashRecFound *rf = (PmhashRecFound *) arg;
+	uint32		segno = rf->dir[pmh_dir_index(e->hash, rf->gd)];
+
+	rf->count[segno]++;
+	rf->found[rf->nfound++] = ((uint64) segno << 32) | logslot;
+}
+
 /*
  * Set up the backup-log state after the segment words were loaded (index
- * lock exclusive, every primary segment not loaded yet): every live log
- * slot is marked pending -- nobody may reuse its line until the slot's
- * segment is loaded and tells whether the segment holds the entry -- and
- * listed under its primary segment.  Reads the log once; touches no
- * segment.
+ * lock exclusive, every primary segment not loaded yet): the core marks
+ * every live log slot pending (pmh_wp_log_recover), and this lists them
+ * under their primary segments.  Reads the log once; touches no segment.
  */
 void
 pmhash_log_recover(PmhashIndex *idx)
 {
 	PmhashShared *shared = idx->shared;
-	PmhPool    *pool = &idx->local->pool;
-	const uint32 *dir = pmhash_dsa_address(shared->dir);
-	int			gd = shared->global_depth;
-	uint32		nlines;
-	uint64	   *found;
-	uint32		nfound = 0;
-	uint32	   *next;
+	PmhashRecFound rf;
+	PmhWriter	w;
 	uint32	   *list;
 	PmhashSegChunk *chunk = NULL;
 	uint32		first = 0;
-	uint32		l;
 	uint32		i;
 
 	Assert(idx->mode == LW_EXCLUSIVE);
 	pmhash_log_init_shared(idx);
-	nlines = pmhash_log_nlines(shared);
 
 	/*
 	 * (segment, slot) of every live slot, in log order, and the count per
@@ -83,56 +95,30 @@ pmhash_log_recover(PmhashIndex *idx)
 	 * the directory and the counts (4 bytes per segment, cache-sized), not
 	 * the segments' shared slots.
 	 */
-	found = palloc_extended(sizeof(uint64) * nlines * PMH_BUCKET_SLOTS,
-							MCXT_ALLOC_HUGE);
-	next = palloc_extended(sizeof(uint32) * shared->nsegments,
-						   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
-	for (l = 0; l < nlines; l++)
+	rf.dir = pmhash_dsa_address(shared->dir);
+	rf.gd = shared->global_depth;
+	rf.nfound = 0;
+	rf.found = palloc_extended(sizeof(uint64) * pmhash_log_nlines(shared) *
+							   PMH_BUCKET_SLOTS, MCXT_ALLOC_HUGE);
+	rf.count = palloc_extended(sizeof(uint32) * shared->nsegments,
+							   MCXT_ALLOC_HUGE | MCXT_ALLOC_ZERO);
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_log_recover(&w, pmhash_rec_found, &rf);
+	shared->log_unverified = rf.nfound;
+	if (rf.nfound == 0)
 	{
-		const PmhEntry *e = pmh_log_line(pool, l);
-		PmhashLogLine *ls;
-		uint16		live = 0;
-		int			s;
-
-		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
-		{
-			uint32		segno;
-
-			if (!pmh_log_entry_is_live(&e[s]))
-				continue;
-			segno = dir[pmh_dir_index(e[s].hash, gd)];
-			next[segno]++;
-			live |= (uint16) (1 << s);
-			found[nfound++] = ((uint64) segno << 32) |
-				(l * PMH_BUCKET_SLOTS + s);
-		}
-
-		/*
-		 * Zeros stored into lines taken for reuse before the restart may
-		 * never have reached the media: the first VACUUM flushes every line
-		 * whole (see "Backup log and VACUUM" in README.pmhash).
-		 */
-		ls = pmhash_log_line_state(shared, l);
-		ls->pending = live;
-		ls->zeroed = true;
-		pmhash_log_note_line(shared, l);
-	}
-	shared->log_pending = nfound;
-	shared->log_unverified = nfound;
-	if (nfound == 0)
-	{
-		pfree(next);
-		pfree(found);
+		pfree(rf.count);
+		pfree(rf.found);
 		return;
 	}
 
 	/* a counting sort by segment into the shared list */
-	shared->reclist = pmhash_shared_alloc(shared, sizeof(uint32) * nfound);
-	shared->reclen = nfound;
+	shared->reclist = pmhash_shared_alloc(shared, sizeof(uint32) * rf.nfound);
+	shared->reclen = rf.nfound;
 	list = pmhash_reclist(shared);
 	for (i = 0; i < shared->nsegments; i++)
 	{
-		uint32		n = next[i];
+		uint32		n = rf.count[i];
 		PmhashSegSlot *slot;
 
 		if (i % PMHASH_CHUNK_SEGS == 0)
@@ -142,16 +128,16 @@ pmhash_log_recover(PmhashIndex *idx)
 		slot = &chunk->slot[i % PMHASH_CHUNK_SEGS];
 		slot->rec_first = first;
 		slot->rec_count = n;
-		next[i] = first;
+		rf.count[i] = first;
 		first += n;
 	}
-	for (i = 0; i < nfound; i++)
-		list[next[found[i] >> 32]++] = (uint32) found[i];
-	pfree(next);
-	pfree(found);
+	for (i = 0; i < rf.nfound; i++)
+		list[rf.count[rf.found[i] >> 32]++] = (uint32) rf.found[i];
+	pfree(rf.count);
+	pfree(rf.found);
 	ereport(DEBUG1,
 			(errmsg_internal("pmhash index \"%s\": %u live backup-log entries to sort out",
-							 RelationGetRelationName(idx->rel), nfound)));
+							 RelationGetRelationName(idx->rel), rf.nfound)));
 }
 
 /*
@@ -223,26 +209,18 @@ pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
 	uint32		nmissing = 0;
 	uint32		nreleased = 0;
 	uint64		nlive;
+	PmhWriter	w;
 	uint32		i;
 
 	nlive = pmhash_load_chain(idx, segno);
 	if (n > 0)
 		released = palloc(sizeof(uint32) * n);
-	for (i = 0; i < n; i++)
+	pmhash_writer(idx, &w);
+	if (!pmh_wp_sort_out(&w, segno, list, n, released, &nreleased,
+						 missing, &nmissing))
 	{
-		const PmhEntry *e = pmh_log_entry(pool, list[i]);
-
-		Assert(pmh_log_entry_is_live(e) &&
-			   pmh_hash_in_segment(e->hash, pmhash_seg_meta(idx, segno)->word));
-		if (pmh_contains(pool, &idx->cb, segno, e->hash, e->tag))
-			released[nreleased++] = list[i];
-		else if (nmissing < PMH_DBUCKET_SLOTS)
-			missing[nmissing++] = list[i];
-		else
-		{
-			pfree(released);
-			return false;
-		}
+		pfree(released);
+		return false;
 	}
 
 	/* a failing persist (log release while VACUUM runs) is a PANIC */
@@ -255,7 +233,7 @@ pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
 		pmh_pending_add(pmhash_seg_meta(idx, segno), e->hash, e->tag,
 						missing[i]);
 	}
-	/* readers without the segment lock (pmhash_prefetch_placement) */
+	/* readers without the segment lock (pmh_wp_prefetch_placement) */
 	pg_write_barrier();
 	slot->loaded = true;
 	pmhash_log_release(idx, released, (int) nreleased, false);
@@ -303,7 +281,6 @@ static void
 pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 {
 	PmhashShared *shared = idx->shared;
-	PmhPool    *pool = &idx->local->pool;
 	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
 	PmhashSegLoadContext c;
 	ErrorContextCallback errcb;
@@ -342,21 +319,7 @@ pmhash_load_segment_exclusive(PmhashIndex *idx, uint32 segno)
 		{
 			uint32		logslot = pmhash_reclist(shared)[slot->rec_first];
 
-			/* placing may grow (and remap) the pool: copy the entry */
-			PmhEntry	e = *pmh_log_entry(pool, logslot);
-			uint32		owner = pmhash_lookup_segment(idx, e.hash);
-
-			Assert(pmh_log_entry_is_live(&e) &&
-				   pmhash_seg_slot(idx, owner)->loaded);
-			if (pmh_contains(pool, &idx->cb, owner, e.hash, e.tag))
-			{
-				/* a failing persist (while VACUUM runs) is a PANIC */
-				START_CRIT_SECTION();
-				pmhash_log_release(idx, &logslot, 1, false);
-				END_CRIT_SECTION();
-			}
-			else
-				pmhash_place_pending(idx, e.hash, e.tag, logslot);
+			pmhash_log_recover_slot(idx, logslot);
 			LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
 			slot->rec_first++;
 			slot->rec_count--;

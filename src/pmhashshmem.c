@@ -306,7 +306,7 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->freesegs = InvalidDsaPointer;
 	shared->logchunks = InvalidDsaPointer;
 	shared->logexts = InvalidDsaPointer;
-	shared->log_nexts = 0;
+	shared->log.nexts = 0;
 	shared->nchunks = 0;
 	shared->chunkcap = 0;
 	shared->nfree = 0;

@@ -42,13 +42,15 @@
  * leaves on the media (again through a shadow) must recover to the same
  * entries.
  *
- * The server-side bookkeeping (which backup-log line a backend owns, which
- * log slots are pending, VACUUM's clearing of released log slots) is
- * mirrored here from src/pmhashlog.c and src/pmhashvacuum.c; every write to
- * the pool is made by the core's own functions.  To make backup-log reuse
- * and growth frequent, the workload uses only SIM_FIXED_LINES lines of the
- * fixed log, then adds log segments, and when those are used up too,
- * relocates every D-bucket (as the server does when its log may not grow).
+ * The workload runs the core's write-path protocol (src/core/
+ * pmh_writepath.c, through test/unit/tlog.c): the same code that decides,
+ * in the server, which backup-log line a backend owns, which log slots are
+ * pending, when a line is reused and what VACUUM clears; only the
+ * deletion of dead entries from segments (pmhashvacuum.c's pass) is the
+ * simulator's own.  To make backup-log reuse and growth frequent, the
+ * workload uses only SIM_FIXED_LINES lines of the fixed log, then adds
+ * log segments, and when those are used up too, relocates every D-bucket
+ * (as the server does when its log may not grow).
  *
  * Usage: test_crashsim [--ops=N] [--seeds=N] [--every=K]
  *	--ops    transactions and VACUUMs per workload (default 400)
@@ -129,14 +131,6 @@ typedef struct Sim
 	uint32		ne;
 	uint32		cape;
 	uint64		hot_hash;		/* a key with many rows: overflow chains */
-	/* backup-log bookkeeping (shared memory in the server) */
-	uint16		pending[SIM_FIXED_LINES + SIM_MAX_EXTS * PMH_LOG_EXT_LINES];
-	bool		zeroed[SIM_FIXED_LINES + SIM_MAX_EXTS * PMH_LOG_EXT_LINES];
-	int			nlines;			/* usable lines */
-	int			own_line;		/* the line this "backend" owns, or -1 */
-	int			own_used;
-	uint32		exts[PMH_LOG_MAX_EXTS];
-	uint32		nexts;
 	/* crash checking */
 	int			every;
 	uint64		checked;
@@ -146,9 +140,6 @@ typedef struct Sim
 	uint64		orphans;		/* half-done splits/overflows recovery undid */
 	uint64		lost;			/* live entries a crash image lacked */
 	uint64		back;			/* deleted entries a crash image held */
-	bool		keep_zeroed;	/* mutation: VACUUM leaves reused lines be */
-	bool		vacuum_active;	/* a VACUUM runs: releases clear their tags */
-	bool		keep_released;	/* mutation: releases during VACUUM do not */
 	bool		serial_vacuum;	/* no transactions between VACUUM's segments */
 	uint64		vacuum_relocations; /* relocations while a VACUUM ran */
 } Sim;
@@ -500,182 +491,26 @@ sim_at_fence(Shadow *sh, const char *before)
  * ---------------------------------------------------------------------
  */
 
-/* the backup-log line number of usable line i */
-static uint32
-sim_line(int i)
+/* the writer of the workload's pool (the core's protocol, tlog.c) */
+static PmhWriter *
+sim_writer(Sim *sim)
 {
-	return i < SIM_FIXED_LINES ? (uint32) i :
-		PMH_LOG_LINES + (uint32) (i - SIM_FIXED_LINES);
-}
-
-/* the usable line of a log slot */
-static int
-sim_line_index(uint32 logslot)
-{
-	uint32		line = logslot / PMH_BUCKET_SLOTS;
-
-	return line < PMH_LOG_LINES ? (int) line :
-		SIM_FIXED_LINES + (int) (line - PMH_LOG_LINES);
+	return tlog_writer(&sim->tp);
 }
 
 /*
- * Release log slots whose entries are in a segment now, or gone
- * (pmhash_log_release): with "zero", or while a VACUUM runs, their tags
- * are cleared and persisted first (pmh_log_clear_slots: one flush per
- * touched line), while the slots are still pending, and only then are
- * they marked free.  The server clears them without the log lock and
- * takes it only to mark them free; a single-threaded simulator sees the
- * same order of persist points.
+ * Relocate every D-bucket (the core's pmh_wp_relocate_all), counting the
+ * relocations that happen while a VACUUM runs.
  */
-static void
-sim_release(Sim *sim, const uint32 *slots, int n, bool zero)
-{
-	int			i;
-
-	if (n > 0 && (zero || (sim->vacuum_active && !sim->keep_released)))
-		CHECKF(pmh_log_clear_slots(&sim->tp.pool, slots, n) == 0,
-			   "clearing log slots: %m");
-	for (i = 0; i < n; i++)
-	{
-		int			l = sim_line_index(slots[i]);
-		uint16		bit = (uint16) (1 << (slots[i] % PMH_BUCKET_SLOTS));
-
-		CHECKF(sim->pending[l] & bit, "log slot %u released twice", slots[i]);
-		sim->pending[l] &= (uint16) ~bit;
-	}
-}
-
-/* relocate primary p's D-bucket, splitting or extending it as told */
-static void
-sim_relocate(Sim *sim, uint32 p)
-{
-	uint32		released[PMH_DBUCKET_SLOTS];
-	int			nrel = 0;
-	int			ndup = 0;
-	PmhInsertResult r;
-
-	r = pmh_relocate(&sim->tp.pool, &sim->tp.cb, p, false, true, released,
-					 &nrel, &ndup);
-	CHECKF(ndup == 0, "relocation of %u found %d duplicates", p, ndup);
-	if (sim->vacuum_active && nrel > 0)
-		sim->vacuum_relocations++;
-	sim_release(sim, released, nrel, false);
-	if (r == PMH_INSERT_SPLIT)
-		(void) tpool_split(&sim->tp, p);
-	else if (r == PMH_INSERT_OVERFLOW)
-		(void) tpool_add_overflow(&sim->tp, p);
-	else
-		CHECKF(r == PMH_INSERT_DONE, "pmh_relocate(%u): %d: %m", p, (int) r);
-}
-
-/* relocate every D-bucket (the server's pmhash_relocate_all) */
 static void
 sim_relocate_all(Sim *sim)
 {
-	int			round;
+	uint32		before = sim->tp.log.pending;
 
-	for (round = 0; round < 1000; round++)
-	{
-		bool		any = false;
-		uint64		s;
-
-		for (s = 0; s < sim->tp.nseg; s++)
-		{
-			if (sim->tp.role[s] != T_PRIMARY || sim->tp.meta[s].npending == 0)
-				continue;
-			any = true;
-			sim_relocate(sim, (uint32) s);
-		}
-		if (!any || unit_test_failures > 0)
-			return;
-	}
-}
-
-/* put an entry whose log copy is persistent into its D-bucket */
-static void
-sim_place(Sim *sim, uint64 hash, uint64 tag, uint32 logslot)
-{
-	int			round;
-
-	for (round = 0; round < 100 && unit_test_failures == 0; round++)
-	{
-		uint32		p = sim->tp.dir[pmh_dir_index(hash, sim->tp.gd)];
-
-		if (sim->tp.meta[p].npending < PMH_DBUCKET_SLOTS)
-		{
-			pmh_pending_add(&sim->tp.meta[p], hash, tag, logslot);
-			return;
-		}
-		sim_relocate(sim, p);
-	}
-	/* (after a failed check the loop stops early: no second message) */
-	CHECKF(unit_test_failures > 0, "placing %016llx did not finish",
-		   (unsigned long long) hash);
-}
-
-/* add log segment number sim->nexts (pmhash_log_add_extension) */
-static void
-sim_add_log_segment(Sim *sim)
-{
-	uint32		segno;
-
-	if (!tpool_ensure_free(&sim->tp, 1))
-		return;
-	segno = cb_alloc_segment(&sim->tp);
-	if (!CHECKF(segno != PMH_NO_SEGMENT, "no free segment for the log"))
-		return;
-	CHECKF(pmh_add_log_segment(&sim->tp.pool, segno, sim->nexts) == 0,
-		   "pmh_add_log_segment: %m");
-	pmh_meta_reset(&sim->tp.meta[segno], pmh_segword_make_log(sim->nexts));
-	sim->tp.role[segno] = T_LOG;
-	sim->exts[sim->nexts++] = segno;
-	sim->nlines += PMH_LOG_EXT_LINES;
-}
-
-/*
- * Reserve n slots in this backend's line (pmhash_log_reserve): take a free
- * line if it owns none with room (zeroing it without a flush), growing the
- * log or relocating everything when none is free.  Returns the usable line
- * and its first reserved slot.
- */
-static int
-sim_reserve(Sim *sim, int n, int *first)
-{
-	int			attempt;
-
-	if (sim->own_line >= 0 && sim->own_used + n <= PMH_BUCKET_SLOTS)
-	{
-		*first = sim->own_used;
-		goto reserve;
-	}
-	sim->own_line = -1;
-	for (attempt = 0; attempt < 3; attempt++)
-	{
-		int			i;
-
-		for (i = 0; i < sim->nlines; i++)
-		{
-			if (sim->pending[i] != 0)
-				continue;
-			memset(pmh_log_line(&sim->tp.pool, sim_line(i)), 0, PMH_LINE_BYTES);
-			sim->zeroed[i] = true;
-			sim->own_line = i;
-			sim->own_used = 0;
-			*first = 0;
-			goto reserve;
-		}
-		if (sim->nexts < SIM_MAX_EXTS)
-			sim_add_log_segment(sim);
-		else
-			sim_relocate_all(sim);
-	}
-	CHECKF(false, "no free backup-log line");
-	return -1;
-
-reserve:
-	sim->pending[sim->own_line] |= (uint16) (((1 << n) - 1) << *first);
-	sim->own_used += n;
-	return sim->own_line;
+	CHECKF(pmh_wp_relocate_all(sim_writer(sim)) == PMH_WP_OK,
+		   "relocating everything failed");
+	if (sim->tp.log.vacuum_active > 0 && sim->tp.log.pending < before)
+		sim->vacuum_relocations++;
 }
 
 /* a new entry of the record; returns its id */
@@ -695,8 +530,9 @@ sim_new_entry(Sim *sim, uint64 hash)
 
 /*
  * A committing transaction of n entries: its collecting log is written to
- * the backup log a line's room at a time (pmhash_log_flush), each write
- * followed by placing its entries into their D-buckets.
+ * the backup log a line's room at a time (pmh_wp_write), each write
+ * followed by placing its entries into their D-buckets (pmh_wp_place), as
+ * the server's flush does.
  */
 static void
 sim_transaction(Sim *sim, int n)
@@ -713,16 +549,14 @@ sim_transaction(Sim *sim, int n)
 	}
 	while (done < n && unit_test_failures == 0)
 	{
-		int			room = sim->own_line >= 0 ? PMH_BUCKET_SLOTS - sim->own_used : 0;
+		PmhWriter  *w = sim_writer(sim);
+		int			room = *w->own_line >= 0 ? PMH_BUCKET_SLOTS - *w->own_used : 0;
 		int			k = Min(n - done, room > 0 ? room : PMH_BUCKET_SLOTS);
 		PmhEntry	ents[PMH_BUCKET_SLOTS];
-		int			first;
-		int			l = sim_reserve(sim, k, &first);
 		uint32		line;
+		int			first;
+		uint32		before = sim->tp.log.pending;
 
-		if (l < 0)
-			return;
-		line = sim_line(l);
 		for (i = 0; i < k; i++)
 		{
 			SimEntry   *e = &sim->e[ids[done + i]];
@@ -733,15 +567,22 @@ sim_transaction(Sim *sim, int n)
 									   (uint16) tid);
 			e->state = SIM_WRITING;
 		}
-		CHECKF(pmh_log_write(&sim->tp.pool, line, first, ents, k) == 0,
-			   "pmh_log_write: %m");
+		if (!CHECKF(pmh_wp_write(w, ents, k, &line, &first) == PMH_WP_OK,
+					"writing the backup log failed"))
+			return;
 		for (i = 0; i < k; i++)
 			sim->e[ids[done + i]].state = SIM_LIVE;
 		for (i = 0; i < k; i++)
-			sim_place(sim, ents[i].hash, ents[i].tag,
-					  line * PMH_BUCKET_SLOTS + (uint32) (first + i));
-		if (sim->own_used == PMH_BUCKET_SLOTS)
-			sim->own_line = -1;
+		{
+			if (!CHECKF(pmh_wp_place(w, ents[i].hash, ents[i].tag,
+									 line * PMH_BUCKET_SLOTS + (uint32) (first + i)) == PMH_WP_OK,
+						"placing an entry failed"))
+				return;
+		}
+		pmh_wp_close_full_line(w);
+		/* a full log may have relocated everything on the way */
+		if (sim->tp.log.vacuum_active > 0 && sim->tp.log.pending < before + (uint32) k)
+			sim->vacuum_relocations++;
 		done += k;
 	}
 }
@@ -753,6 +594,27 @@ sim_doomed(Sim *sim, uint64 tag)
 	uint32		id = sim_id(sim, tag);
 
 	return id != UINT32_MAX && sim->e[id].doomed;
+}
+
+/* the entries VACUUM takes out of one D-bucket */
+typedef struct SimDoomed
+{
+	Sim		   *sim;
+	uint32		ids[PMH_DBUCKET_SLOTS];
+	int			n;
+} SimDoomed;
+
+/* pmh_wp_vacuum_pending's judge: is the entry doomed?  (being deleted now) */
+static bool
+sim_dead_pending(uint64 tag, void *arg)
+{
+	SimDoomed  *d = (SimDoomed *) arg;
+
+	if (!sim_doomed(d->sim, tag))
+		return false;
+	d->ids[d->n] = sim_id(d->sim, tag);
+	d->sim->e[d->ids[d->n++]].state = SIM_DELETING;
+	return true;
 }
 
 /*
@@ -833,53 +695,26 @@ sim_vacuum(Sim *sim, int percent)
 		sim->e[id].doomed = sim->e[id].state == SIM_LIVE &&
 			(int) (rnd() % 100) < percent;
 
-	pmh_batch_begin(&sim->tp.pool);
-	for (i = 0; i < sim->nlines; i++)
-	{
-		PmhEntry   *e = pmh_log_line(&sim->tp.pool, sim_line(i));
-		bool		dirty = sim->zeroed[i] && !sim->keep_zeroed;
-		int			k;
-
-		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
-		{
-			if ((sim->pending[i] & (1 << k)) || e[k].tag == 0)
-				continue;
-			e[k].tag = 0;
-			dirty = true;
-		}
-		if (dirty)
-			(void) pmh_persist(&sim->tp.pool, e, PMH_LINE_BYTES);
-	}
-	CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "clearing the backup log: %m");
-	memset(sim->zeroed, 0, sizeof(sim->zeroed));
-	sim->vacuum_active = true;
+	CHECKF(pmh_wp_vacuum_begin(sim_writer(sim)) == PMH_WP_OK,
+		   "clearing the backup log failed");
 
 	while (unit_test_failures == 0)
 	{
 		uint32		p = sim->tp.dir[pmh_dir_index(pos, sim->tp.gd)];
-		PmhSegMeta *meta = &sim->tp.meta[p];
-		uint64		word = meta->word;
-		uint32		slots[PMH_DBUCKET_SLOTS];
-		uint32		ids[PMH_DBUCKET_SLOTS];
-		int			n = 0;
-		uint32		j = 0;
+		uint64		word = sim->tp.meta[p].word;
+		SimDoomed	d;
+		uint32		nremoved;
+		uint32		nremaining;
 		int			depth;
 
-		while (j < meta->npending)
-		{
-			if (sim_doomed(sim, meta->pending[j].tag))
-			{
-				ids[n] = sim_id(sim, meta->pending[j].tag);
-				sim->e[ids[n]].state = SIM_DELETING;
-				slots[n++] = meta->pending[j].logslot;
-				pmh_pending_remove(meta, (int) j);
-			}
-			else
-				j++;
-		}
-		sim_release(sim, slots, n, true);
-		for (i = 0; i < n; i++)
-			sim->e[ids[i]].state = SIM_DELETED;
+		d.sim = sim;
+		d.n = 0;
+		CHECKF(pmh_wp_vacuum_pending(sim_writer(sim), p, sim_dead_pending, &d,
+									 &nremoved, &nremaining) == PMH_WP_OK &&
+			   nremoved == (uint32) d.n,
+			   "removing dead entries from the D-bucket of %u failed", p);
+		for (i = 0; i < d.n; i++)
+			sim->e[d.ids[i]].state = SIM_DELETED;
 		sim_vacuum_chain(sim, p);
 
 		/* next range: just past this segment's prefix */
@@ -896,7 +731,7 @@ sim_vacuum(Sim *sim, int percent)
 			 i > 0 && unit_test_failures == 0; i--)
 			sim_transaction(sim, 1 + (int) (rnd() % SIM_TXN_MAX));
 	}
-	sim->vacuum_active = false;
+	pmh_wp_vacuum_end(sim_writer(sim));
 	for (id = 0; id < sim->ne; id++)
 	{
 		/* (a failed check stops the pass over the segments early) */
@@ -939,19 +774,19 @@ run_workload(int ops, bool drop_log, bool keep_zeroed, bool keep_released,
 
 	g_sim = sim;
 	sim->every = g_every;
-	sim->own_line = -1;
-	sim->nlines = SIM_FIXED_LINES;
 	sim->hot_hash = rnd();
 	if (!tpool_create(&sim->tp, "crashsim", 2))
 		goto done;
-	for (op = 0; op < PMH_LOG_MAX_EXTS; op++)
-		sim->exts[op] = PMH_NO_SEGMENT;
-	sim->tp.pool.log_ext_segs = sim->exts;
+	sim->tp.faults = (keep_zeroed ? PMH_WP_FAULT_KEEP_ZEROED : 0) |
+		(keep_released ? PMH_WP_FAULT_KEEP_RELEASED : 0);
+	/*
+	 * The unflushed-reuse mutation shows only while a reused line is being
+	 * filled: without log segments every line is reused all the time.
+	 */
+	tlog_setup(&sim->tp, SIM_FIXED_LINES, keep_zeroed ? 0 : SIM_MAX_EXTS);
 	shadow_start(&sim->sh, &sim->tp);
 	sim->sh.at_fence = sim_at_fence;
 	sim->sh.drop_log = drop_log;
-	sim->keep_zeroed = keep_zeroed;
-	sim->keep_released = keep_released;
 	sim->serial_vacuum = keep_zeroed;
 
 	for (op = 0; op < ops && unit_test_failures == 0; op++)
@@ -984,7 +819,7 @@ run_workload(int ops, bool drop_log, bool keep_zeroed, bool keep_released,
 			   (unsigned long long) sim->checked,
 			   (unsigned long long) sim->double_crashes, sim->ne,
 			   (unsigned long long) live, (unsigned long long) nprim,
-			   (unsigned long long) novf, sim->nexts,
+			   (unsigned long long) novf, sim->tp.log.nexts,
 			   (unsigned long long) sim->tp.splits,
 			   (unsigned long long) sim->vacuum_relocations,
 			   (unsigned long long) sim->recovered_pending,
@@ -993,7 +828,7 @@ run_workload(int ops, bool drop_log, bool keep_zeroed, bool keep_released,
 		/* the workload must have exercised what it is for */
 		CHECKF(drop_log || keep_zeroed || keep_released ||
 			   (sim->sh.points > 100 && sim->tp.splits > 0 && novf > 0 &&
-				sim->nexts > 0 && sim->recovered_pending > 0 &&
+				sim->tp.log.nexts > 0 && sim->recovered_pending > 0 &&
 				sim->orphans > 0 && sim->vacuum_relocations > 0),
 			   "the workload did not reach splits, overflow chains, log "
 			   "segments, log recovery, half-done splits and relocations "

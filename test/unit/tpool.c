@@ -232,6 +232,7 @@ tpool_close(TPool *tp)
 	free(tp->freesegs);
 	free(tp->dir);
 	free(tp->log_exts);
+	tlog_free(tp);
 	memset(tp, 0, sizeof(*tp));
 }
 
@@ -514,6 +515,7 @@ tpool_recover(TPool *tp, PmhRecoveryResult *res, PmhSegRole **roles_out,
 			tp->log_exts[i] = PMH_NO_SEGMENT;
 		tp->nlog_exts = res->log_exts;
 		tp->pool.log_ext_segs = tp->log_exts;
+		tlog_free(tp);
 		for (i = nseg; i > 0; i--)
 		{
 			uint32		s = (uint32) (i - 1);
@@ -1044,6 +1046,7 @@ pend_entries(TPool *tp, uint32 p, uint32 line, int first, PmhPending *ents,
 		ents[i].logslot = line * PMH_BUCKET_SLOTS + (uint32) (first + i);
 	}
 	CHECKF(pmh_log_write(&tp->pool, line, first, e, n) == 0, "pmh_log_write: %m");
+	tlog_mark_pending(tp, line, first, n);
 	for (i = 0; i < n; i++)
 	{
 		if (!CHECKF(tp->meta[p].npending < PMH_DBUCKET_SLOTS,
@@ -1170,94 +1173,3 @@ delete_slots_model(TPool *tp, Model *m, uint32 s, int b, uint16 mask)
 	CHECKF(pmh_delete_slots(&tp->pool, &tp->meta[s], s, b, mask) == 0,
 		   "pmh_delete_slots: %m");
 }
-
-/*
- * Relocate every D-bucket, splitting or adding an overflow segment when
- * pmh_relocate answers so (a split hands the new half its share of the
- * pending entries, relocated in a later round).  Returns the number of log
- * slots released; *ndup gets the duplicates among them.
- */
-int
-tpool_relocate_all(TPool *tp, int *ndup)
-{
-	int			total = 0;
-	int			round;
-
-	*ndup = 0;
-	for (round = 0; round < 1000; round++)
-	{
-		bool		any = false;
-		uint64		s;
-
-		for (s = 0; s < tp->nseg; s++)
-		{
-			uint32		released[PMH_DBUCKET_SLOTS];
-			int			nrel = 0;
-			int			nd = 0;
-			PmhInsertResult r;
-
-			if (tp->role[s] != T_PRIMARY || tp->meta[s].npending == 0)
-				continue;
-			any = true;
-			r = pmh_relocate(&tp->pool, &tp->cb, (uint32) s, true, true,
-							 released, &nrel, &nd);
-			total += nrel;
-			*ndup += nd;
-			if (r == PMH_INSERT_SPLIT)
-			{
-				if (tpool_split(tp, (uint32) s) == PMH_NO_SEGMENT)
-					return total;
-			}
-			else if (r == PMH_INSERT_OVERFLOW)
-			{
-				if (tpool_add_overflow(tp, (uint32) s) == PMH_NO_SEGMENT)
-					return total;
-			}
-			else if (!CHECKF(r == PMH_INSERT_DONE, "pmh_relocate(%u): %d: %m",
-																 (uint32) s, (int) r))
-				return total;
-		}
-		if (!any)
-			return total;
-	}
-	CHECKF(false, "relocation did not finish after 1000 rounds");
-	return total;
-}
-
-/*
- * What the server's log recovery (pmhash_log_recover) does after the
- * segments are recovered: every live backup-log slot (of the fixed log and
- * of the log segments recovery found) whose entry the owning segment does
- * not hold goes back into that segment's D-bucket (a full D-bucket is
- * relocated first).  Returns the number of entries put back.
- */
-int
-log_recover(TPool *tp)
-{
-	int			n = 0;
-	uint32		nslots = (PMH_LOG_LINES + tp->nlog_exts * PMH_LOG_EXT_LINES) *
-		PMH_BUCKET_SLOTS;
-	uint32		ls;
-
-	for (ls = 0; ls < nslots; ls++)
-	{
-		PmhEntry	e = *pmh_log_entry(&tp->pool, ls);
-		uint32		p;
-		int			nd;
-
-		if (!pmh_log_entry_is_live(&e))
-			continue;
-		p = tp->dir[pmh_dir_index(e.hash, tp->gd)];
-		if (pmh_contains(&tp->pool, &tp->cb, p, e.hash, e.tag))
-			continue;
-		if (tp->meta[p].npending == PMH_DBUCKET_SLOTS)
-		{
-			(void) tpool_relocate_all(tp, &nd);
-			p = tp->dir[pmh_dir_index(e.hash, tp->gd)];
-		}
-		pmh_pending_add(&tp->meta[p], e.hash, e.tag, ls);
-		n++;
-	}
-	return n;
-}
-

@@ -16,6 +16,7 @@
 #define TPOOL_H
 
 #include "pmh_core.h"
+#include "pmh_writepath.h"
 #include "unit_util.h"
 
 /* sizes of one pass of a test program */
@@ -69,6 +70,14 @@ typedef struct TPool
 								 * tpool_recover), or NULL */
 	uint32		nlog_exts;
 	PmhCallbacks cb;
+	/* the backup log's line states, as the server keeps them (tlog.c) */
+	PmhLogState log;
+	PmhLogChunk **logchunks;	/* NULL until tlog_setup */
+	int32		own_line;		/* the test's writer: its line, or -1 */
+	int			own_used;
+	int			faults;			/* PmhWriter.faults */
+	int64		entries_delta;	/* what the protocol said of the count */
+	PmhWriter	w;
 } TPool;
 
 #define STOP_SPLIT		0x1
@@ -149,6 +158,12 @@ extern bool slot_holds(const TPool *tp, uint32 s, int b, int k, const PmhPending
 extern void check_line_holds(const TPool *tp, uint32 s, int b, uint16 mask, const PmhPending *ents, const char *what);
 extern void check_found(TPool *tp, const PmhPending *p, int count, const char *what);
 extern void delete_slots_model(TPool *tp, Model *m, uint32 s, int b, uint16 mask);
+
+/* tlog.c: the core's write path over a test pool */
+extern void tlog_setup(TPool *tp, uint32 fixed_lines, uint32 max_exts);
+extern void tlog_free(TPool *tp);
+extern PmhWriter *tlog_writer(TPool *tp);
+extern void tlog_mark_pending(TPool *tp, uint32 line, int first, int n);
 extern int tpool_relocate_all(TPool *tp, int *ndup);
 extern int log_recover(TPool *tp);
 

@@ -1,0 +1,614 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashblog.c
+ *	  The backup log and the D-buckets, server side: the shared memory of
+ *	  the backup log's line states, and the PostgreSQL locks, errors and
+ *	  segment allocation through which the index drives the core's
+ *	  write-path protocol (src/core/pmh_writepath.c).
+ *
+ * A flushed collecting log (pmhashxact.c) comes here: its entries are
+ * written to the backend's own backup-log line and persisted with one
+ * fence, then put into the D-buckets of their segments, where every
+ * backend's scans find them.  A full D-bucket is relocated into its
+ * segment (pmh_relocate), splitting it or adding an overflow segment when
+ * there is no room (pmhashsplit.c); only then are the log slots it held
+ * released.  The protocol itself -- which slots are pending, when a line
+ * may be reused, what VACUUM must clear -- is the core's; this file
+ * supplies its callbacks (PmhWriteOps) and turns its failures into
+ * errors.  See "Write path" in README.pmhash.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "storage/proc.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+#define PMHASH_LOG_MAX_CHUNKS	(PMH_LOG_MAX_LINES / PMH_LOG_CHUNK)
+
+/* the states of lines [64 c, 64 c + 64) */
+static inline PmhLogChunk *
+pmhash_log_chunk(PmhashShared *shared, uint32 c)
+{
+	dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
+
+	return (PmhLogChunk *) pmhash_dsa_address(chunks[c]);
+}
+
+/* ---------------------------------------------------------------------
+ * The protocol's callbacks (PmhWriteOps); their argument is the
+ * PmhashIndex the writer works on.
+ * ---------------------------------------------------------------------
+ */
+
+static void
+pmhash_wp_log_lock(void *arg)
+{
+	LWLockAcquire(&((PmhashIndex *) arg)->shared->loglock, LW_EXCLUSIVE);
+}
+
+static void
+pmhash_wp_log_unlock(void *arg)
+{
+	LWLockRelease(&((PmhashIndex *) arg)->shared->loglock);
+}
+
+static PmhLogChunk *
+pmhash_wp_log_chunk(void *arg, uint32 c)
+{
+	return pmhash_log_chunk(((PmhashIndex *) arg)->shared, c);
+}
+
+static bool
+pmhash_wp_index_exclusive(void *arg)
+{
+	return ((PmhashIndex *) arg)->mode == LW_EXCLUSIVE;
+}
+
+static void
+pmhash_wp_relock(void *arg, bool exclusive)
+{
+	pmhash_relock((PmhashIndex *) arg, exclusive ? LW_EXCLUSIVE : LW_SHARED);
+}
+
+static uint32
+pmhash_wp_lock_hash(void *arg, uint64 hash)
+{
+	return pmhash_lock_hash((PmhashIndex *) arg, hash, LW_EXCLUSIVE);
+}
+
+static void
+pmhash_wp_unlock_segment(void *arg, uint32 segno)
+{
+	pmhash_unlock_segment((PmhashIndex *) arg, segno);
+}
+
+/*
+ * For prefetching only: any mode of the index lock keeps the overflow
+ * chains still and the directory naming primary segments (a split under a
+ * segment lock may change an entry meanwhile, and then a hint is for the
+ * wrong segment).
+ */
+static uint32
+pmhash_wp_lookup_segment(void *arg, uint64 hash)
+{
+	PmhashIndex *idx = (PmhashIndex *) arg;
+	uint32		segno = pmhash_lookup_segment(idx, hash);
+
+	pmh_prefetch_write(&pmhash_seg_slot(idx, segno)->lock);
+	return segno;
+}
+
+/* is the segment's metadata set (loaded since the restart)? */
+static bool
+pmhash_wp_segment_ready(void *arg, uint32 segno)
+{
+	PmhashSegSlot *slot = pmhash_seg_slot((PmhashIndex *) arg, segno);
+	bool		ready = slot->loaded && slot->meta_valid;
+
+	/* the metadata was written before "loaded" (pmhashrecover.c) */
+	pg_read_barrier();
+	return ready;
+}
+
+static bool
+pmhash_wp_split_shared(void *arg, uint32 segno)
+{
+	return pmhash_split_segment_shared((PmhashIndex *) arg, segno);
+}
+
+static bool
+pmhash_wp_split(void *arg, uint32 segno)
+{
+	pmhash_split_segment((PmhashIndex *) arg, segno);
+	return true;
+}
+
+static bool
+pmhash_wp_add_overflow(void *arg, uint32 segno)
+{
+	pmhash_add_overflow_segment((PmhashIndex *) arg, segno);
+	return true;
+}
+
+/*
+ * Add a log segment (64 lines) to the backup log.  Index lock exclusive.
+ * The shared memory for its line states and the segment are set aside
+ * first; a failure to persist the segment's header is a PANIC (the
+ * segment is taken from the free list).
+ */
+static bool
+pmhash_wp_add_log_segment(void *arg)
+{
+	PmhashIndex *idx = (PmhashIndex *) arg;
+	PmhashShared *shared = idx->shared;
+	dsa_pointer chunk;
+	dsa_pointer *chunks;
+	uint32		segno;
+	PmhWriter	w;
+
+	Assert(idx->mode == LW_EXCLUSIVE && shared->log.nexts < PMH_LOG_MAX_EXTS);
+	pmhash_reserve_segments(idx, 1);
+	chunk = pmhash_shared_alloc(shared, sizeof(PmhLogChunk));
+	pmh_wp_chunk_init(pmhash_dsa_address(chunk));
+	segno = idx->cb.alloc_segment(idx);
+	Assert(segno != PMH_NO_SEGMENT);
+
+	/* nobody reads the chunk before the log counts the new lines */
+	chunks = pmhash_dsa_address(shared->logchunks);
+	chunks[pmhash_log_nlines(shared) / PMH_LOG_CHUNK] = chunk;
+	pmhash_writer(idx, &w);
+	START_CRIT_SECTION();
+	(void) pmh_wp_log_extend(&w, segno, pmhash_dsa_address(shared->logexts));
+	END_CRIT_SECTION();
+	return true;
+}
+
+static uint32
+pmhash_wp_nsegments(void *arg)
+{
+	return (uint32) ((PmhashIndex *) arg)->shared->nsegments;
+}
+
+static uint64
+pmhash_wp_primaries(void *arg)
+{
+	return ((PmhashIndex *) arg)->shared->primaries;
+}
+
+/* segments not loaded since the restart hold slots of the log: load them */
+static void
+pmhash_wp_before_relocate_all(void *arg)
+{
+	pmhash_load_all((PmhashIndex *) arg, false);
+}
+
+static void
+pmhash_wp_entries_added(void *arg, int64 n)
+{
+	PmhashShared *shared = ((PmhashIndex *) arg)->shared;
+
+	if (n >= 0)
+		pg_atomic_fetch_add_u64(&shared->entries, (uint64) n);
+	else
+		pg_atomic_fetch_sub_u64(&shared->entries, (uint64) -n);
+}
+
+static void
+pmhash_wp_interrupt(void *arg)
+{
+	CHECK_FOR_INTERRUPTS();
+}
+
+/*
+ * The protocol failed.  A failure after which the shared state no longer
+ * matches the pool (a relocation or a release that could not persist) is
+ * treated like a failed WAL write: a PANIC, and the restart starts over
+ * from the pool.
+ */
+static void
+pmhash_wp_error(void *arg, PmhWpStatus status, const char *what, bool fatal)
+{
+	PmhashIndex *idx = (PmhashIndex *) arg;
+
+	if (status == PMH_WP_LOG_FULL)
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_RESOURCES),
+				 errmsg("backup log of pmhash index \"%s\" is full",
+						RelationGetRelationName(idx->rel)),
+				 errdetail("All %u lines are held by other sessions.",
+						   pmhash_log_nlines(idx->shared)),
+				 errhint("Reduce the number of sessions inserting into the index at once.")));
+	if (fatal)
+		START_CRIT_SECTION();
+	pmhash_report_io_error(idx->rel, what);
+}
+
+static const PmhWriteOps pmhash_write_ops = {
+	.log_lock = pmhash_wp_log_lock,
+	.log_unlock = pmhash_wp_log_unlock,
+	.log_chunk = pmhash_wp_log_chunk,
+	.index_exclusive = pmhash_wp_index_exclusive,
+	.relock = pmhash_wp_relock,
+	.lock_hash = pmhash_wp_lock_hash,
+	.unlock_segment = pmhash_wp_unlock_segment,
+	.lookup_segment = pmhash_wp_lookup_segment,
+	.segment_ready = pmhash_wp_segment_ready,
+	.split_shared = pmhash_wp_split_shared,
+	.split = pmhash_wp_split,
+	.add_overflow = pmhash_wp_add_overflow,
+	.add_log_segment = pmhash_wp_add_log_segment,
+	.nsegments = pmhash_wp_nsegments,
+	.primaries = pmhash_wp_primaries,
+	.before_relocate_all = pmhash_wp_before_relocate_all,
+	.entries_added = pmhash_wp_entries_added,
+	.interrupt = pmhash_wp_interrupt,
+	.error = pmhash_wp_error,
+};
+
+/*
+ * The core's writer for this backend on an attached index.  The line this
+ * backend appends to belongs to the shared state of one generation: after
+ * the pool was replaced, the backend owns none.
+ */
+void
+pmhash_writer(PmhashIndex *idx, PmhWriter *w)
+{
+	PmhashLocal *local = idx->local;
+	PmhashShared *shared = idx->shared;
+
+	if (local->log_generation != shared->generation)
+	{
+		local->log_line = -1;
+		local->log_used = 0;
+		local->log_generation = shared->generation;
+	}
+	w->pool = &local->pool;
+	w->cb = &idx->cb;
+	w->ops = &pmhash_write_ops;
+	w->arg = idx;
+	w->log = &shared->log;
+	w->id = MyProc->pgprocno;
+	w->own_line = &local->log_line;
+	w->own_used = &local->log_used;
+	w->check_segment = shared->stale;
+	w->faults = 0;
+}
+
+/*
+ * A writer over an index's log state alone, for callers that hold no
+ * attached index (only the line-state functions may be used with it).
+ */
+static void
+pmhash_log_writer(PmhashShared *shared, PmhashIndex *idx, PmhWriter *w)
+{
+	memset(idx, 0, sizeof(*idx));
+	idx->shared = shared;
+	memset(w, 0, sizeof(*w));
+	w->ops = &pmhash_write_ops;
+	w->arg = idx;
+	w->log = &shared->log;
+}
+
+/* ---------------------------------------------------------------------
+ * Line states in shared memory
+ * ---------------------------------------------------------------------
+ */
+
+/* the shared state of backup-log line "line" (log lock held) */
+PmhLogLine *
+pmhash_log_line_state(PmhashShared *shared, uint32 line)
+{
+	Assert(line < pmhash_log_nlines(shared));
+	return &pmhash_log_chunk(shared, line / PMH_LOG_CHUNK)->lines[line % PMH_LOG_CHUNK];
+}
+
+/* does the free mask say line "line" is free?  (for pmhash_check) */
+bool
+pmhash_log_line_marked_free(PmhashShared *shared, uint32 line)
+{
+	PmhashIndex idx;
+	PmhWriter	w;
+
+	pmhash_log_writer(shared, &idx, &w);
+	return pmh_wp_line_marked_free(&w, line);
+}
+
+/* the owner gives up line "line" (log lock held exclusively) */
+void
+pmhash_log_disown(PmhashShared *shared, uint32 line)
+{
+	PmhashIndex idx;
+	PmhWriter	w;
+
+	pmhash_log_writer(shared, &idx, &w);
+	pmh_wp_disown(&w, line);
+}
+
+/*
+ * Set up the backup-log state of an index whose shared state is being
+ * (re)built: the fixed lines and those of every log segment the metadata
+ * names, unowned, nothing pending.  Index lock exclusive.
+ */
+void
+pmhash_log_init_shared(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	dsa_pointer *chunks;
+	uint32	   *exts;
+	uint32		nexts = 0;
+	PmhashSegChunk *chunk = NULL;
+	PmhWriter	w;
+	uint32		i;
+
+	pmhash_log_free_shared(shared);
+	shared->logchunks = pmhash_shared_alloc(shared,
+											sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
+	shared->logexts = pmhash_shared_alloc(shared,
+										  sizeof(uint32) * PMH_LOG_MAX_EXTS);
+	chunks = pmhash_dsa_address(shared->logchunks);
+	exts = pmhash_dsa_address(shared->logexts);
+	for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
+		chunks[i] = InvalidDsaPointer;
+	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+		exts[i] = PMH_NO_SEGMENT;
+	for (i = 0; i < shared->nsegments; i++)
+	{
+		uint64		word;
+
+		if (i % PMHASH_CHUNK_SEGS == 0)
+			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
+		if (!chunk->slot[i % PMHASH_CHUNK_SEGS].meta_valid)
+			continue;
+		word = chunk->meta[i % PMHASH_CHUNK_SEGS].word;
+
+		if (pmh_segword_is_valid(word) && pmh_segword_is_log(word))
+		{
+			exts[pmh_segword_log_ext(word)] = i;
+			nexts = Max(nexts, pmh_segword_log_ext(word) + 1);
+		}
+	}
+	shared->log.nexts = nexts;
+	for (i = 0; i < pmhash_log_nlines(shared) / PMH_LOG_CHUNK; i++)
+	{
+		chunks[i] = pmhash_shared_alloc(shared, sizeof(PmhLogChunk));
+		pmh_wp_chunk_init(pmhash_dsa_address(chunks[i]));
+	}
+	idx->local->pool.log_ext_segs = exts;
+	pmhash_writer(idx, &w);
+	pmh_wp_log_init(&w, PMH_LOG_LINES, PMH_LOG_MAX_EXTS);
+}
+
+/* give back the backup-log state's shared memory */
+void
+pmhash_log_free_shared(PmhashShared *shared)
+{
+	if (DsaPointerIsValid(shared->logchunks))
+	{
+		dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
+		uint32		i;
+
+		for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
+			if (DsaPointerIsValid(chunks[i]))
+				pmhash_shared_free(shared, chunks[i], sizeof(PmhLogChunk));
+		pmhash_shared_free(shared, shared->logchunks,
+						   sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
+	}
+	if (DsaPointerIsValid(shared->logexts))
+		pmhash_shared_free(shared, shared->logexts,
+						   sizeof(uint32) * PMH_LOG_MAX_EXTS);
+	shared->logchunks = InvalidDsaPointer;
+	shared->logexts = InvalidDsaPointer;
+	shared->log.nexts = 0;
+}
+
+/* number of backup-log lines that hold pending entries or have an owner */
+int
+pmhash_log_lines_in_use(PmhashIndex *idx)
+{
+	PmhWriter	w;
+	uint32		n;
+
+	pmhash_writer(idx, &w);
+	LWLockAcquire(&idx->shared->loglock, LW_SHARED);
+	n = pmh_wp_lines_in_use(&w);
+	LWLockRelease(&idx->shared->loglock);
+	return (int) n;
+}
+
+/*
+ * How many entries a collecting log may gather before it is flushed: the
+ * room left in this backend's backup-log line, so that a flush completes
+ * the line, or a whole line.  Only a hint: the flush reserves its slots
+ * under the log lock, and may take a new line then.
+ */
+int
+pmhash_log_room(const PmhashShared *shared, const PmhashLocal *local)
+{
+	int			room = PMH_BUCKET_SLOTS;
+
+	if (local->log_line >= 0 && local->log_generation == shared->generation)
+		room -= local->log_used;
+	return room > 0 ? room : PMH_BUCKET_SLOTS;
+}
+
+/* ---------------------------------------------------------------------
+ * Writing, placing, releasing
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * Release backup-log slots whose entries are in a segment now, or gone
+ * (pmh_wp_release); with "zero" their tags are cleared and persisted
+ * first.
+ */
+void
+pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
+{
+	PmhWriter	w;
+
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_release(&w, slots, n, zero);
+}
+
+/*
+ * Put an entry whose backup-log copy (slot logslot) is persistent into the
+ * D-bucket of its segment (pmh_wp_place).  The index lock is held in the
+ * same mode on return.
+ */
+void
+pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
+					 uint32 logslot)
+{
+	PmhWriter	w;
+
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_place(&w, hash, tag, logslot);
+}
+
+/*
+ * Settle a backup-log slot recovery found live: release it if its segment
+ * holds the entry, else place the entry (pmh_wp_recover_slot).
+ */
+void
+pmhash_log_recover_slot(PmhashIndex *idx, uint32 logslot)
+{
+	PmhWriter	w;
+	bool		restored;
+
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_recover_slot(&w, logslot, &restored);
+}
+
+/*
+ * Write n entries to this backend's backup-log line (one persist, one
+ * fence); *line and *first say where they are.  Their slots stay pending
+ * until pmhash_log_place_written has placed the entries.  Index attached,
+ * any mode.
+ */
+void
+pmhash_log_write(PmhashIndex *idx, const PmhEntry *entries, int n,
+				 uint32 *line, int *first)
+{
+	PmhWriter	w;
+
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_write(&w, entries, n, line, first);
+	pmhash_stats_add_user_bytes(idx->local, (uint64) n * PMH_ENTRY_BYTES);
+}
+
+/*
+ * Make entries that pmhash_log_write wrote visible in their D-buckets.  On
+ * error the slots of those not placed are released.
+ */
+void
+pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
+						 uint32 line, int first)
+{
+	PmhWriter	w;
+	volatile int placed = 0;
+
+	pmhash_writer(idx, &w);
+	pmh_wp_prefetch_placement(&w, entries, n);
+	PG_TRY();
+	{
+		for (; placed < n; placed++)
+			(void) pmh_wp_place(&w, entries[placed].hash, entries[placed].tag,
+								line * PMH_BUCKET_SLOTS + (uint32) (first + placed));
+	}
+	PG_CATCH();
+	{
+		/*
+		 * The rest never reached a D-bucket: free their slots so that the
+		 * line can be reused.  Their copies stay in the log (a crash would
+		 * bring them back as entries of this aborting transaction, which
+		 * scans and VACUUM treat like any dead entry).
+		 */
+		uint32		slots[PMH_BUCKET_SLOTS];
+		int			k;
+
+		for (k = placed; k < n; k++)
+			slots[k - placed] = line * PMH_BUCKET_SLOTS + (uint32) (first + k);
+		pmhash_writer(idx, &w);
+		(void) pmh_wp_release(&w, slots, n - placed, false);
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
+	pmh_wp_close_full_line(&w);
+}
+
+/* ---------------------------------------------------------------------
+ * VACUUM
+ * ---------------------------------------------------------------------
+ */
+
+/*
+ * VACUUM is about to delete entries from segments: clear the released
+ * copies in the backup log and have releases clear theirs from now on
+ * (pmh_wp_vacuum_begin).  Index lock shared.
+ */
+void
+pmhash_log_vacuum_begin(PmhashIndex *idx)
+{
+	PmhWriter	w;
+
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_vacuum_begin(&w);
+}
+
+/*
+ * VACUUM is done deleting (also on error): releases stop clearing.
+ * Nothing to do if the shared state was rebuilt meanwhile (generation).
+ */
+void
+pmhash_log_vacuum_end(PmhashShared *shared, uint64 generation)
+{
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	if (shared->generation == generation && shared->log.vacuum_active > 0)
+		shared->log.vacuum_active--;
+	LWLockRelease(&shared->loglock);
+}
+
+/* pmhash_vacuum_pending's judge: a dead TID, by the caller's callback */
+typedef struct PmhashVacPendingArg
+{
+	bool		(*dead) (ItemPointer tid, void *arg);
+	void	   *arg;
+} PmhashVacPendingArg;
+
+static bool
+pmhash_vacuum_pending_dead(uint64 tag, void *arg)
+{
+	PmhashVacPendingArg *a = (PmhashVacPendingArg *) arg;
+	ItemPointerData tid;
+
+	ItemPointerSet(&tid, pmh_tag_block(tag), pmh_tag_offset(tag));
+	return a->dead(&tid, a->arg);
+}
+
+/*
+ * Remove dead entries from the D-bucket of primary segment segno (segment
+ * lock exclusive; pmh_wp_vacuum_pending).  Returns the number removed;
+ * counts the others into *remaining.
+ */
+uint64
+pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
+					  bool (*dead) (ItemPointer tid, void *arg), void *arg,
+					  uint64 *remaining)
+{
+	PmhWriter	w;
+	PmhashVacPendingArg a;
+	uint32		nremoved;
+	uint32		nremaining;
+
+	a.dead = dead;
+	a.arg = arg;
+	pmhash_writer(idx, &w);
+	(void) pmh_wp_vacuum_pending(&w, segno, pmhash_vacuum_pending_dead, &a,
+								 &nremoved, &nremaining);
+	*remaining += nremaining;
+	return nremoved;
+}
