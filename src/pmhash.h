@@ -493,6 +493,8 @@ extern void pmhash_forget(const PmhashKey *key);
 extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
+extern bool pmhash_backend_attached(void);
+extern uint64 pmhash_next_generation(void);
 extern bool pmhash_known_unusable(Relation index);
 
 /* pmhashrecover.c: loading an index's segments after a restart */

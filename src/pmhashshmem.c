@@ -218,6 +218,23 @@ pmhash_backend_init(void)
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
+/* has this process attached to the DSA area (pmhash_backend_init)? */
+bool
+pmhash_backend_attached(void)
+{
+	return pmhash_area_pid == MyProcPid;
+}
+
+/*
+ * A generation number no index storage's shared state had before: a
+ * backend's mapping of a pool is current while its generation matches.
+ */
+uint64
+pmhash_next_generation(void)
+{
+	return pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+}
+
 /*
  * At backend exit: publish this backend's persist traffic, and give up the
  * backup-log lines it appends to, so that other backends can take them
@@ -546,7 +563,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		pg_atomic_init_u64(&shared->unloaded, 0);
 		pmhash_clear_shared(shared);
 		shared->stats_slot = pmhash_stats_slot_acquire();
-		shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+		shared->generation = pmhash_next_generation();
 		shared->indexoid = indexoid;
 		shared->pool_id = 0;
 		shared->shmem_bytes = 0;
@@ -676,7 +693,7 @@ pmhash_load(PmhashIndex *idx)
 
 	pmhash_free_shared(shared);
 	pmhash_pool_close(local);
-	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	shared->generation = pmhash_next_generation();
 
 	if (!pmhash_read_metapage(rel, &meta))
 		ereport(ERROR,
@@ -942,7 +959,7 @@ pmhash_attached_before(Relation index, PmhashShared **shared,
 	PmhashRelCache *cache = (PmhashRelCache *) index->rd_amcache;
 	PmhashKey	key;
 
-	if (cache == NULL || pmhash_area_pid != MyProcPid)
+	if (cache == NULL || !pmhash_backend_attached())
 		return false;
 	pmhash_key_for_rel(index, &key);
 	if (memcmp(&cache->key, &key, sizeof(key)) != 0)
@@ -985,7 +1002,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	pmhash_pool_close(local);
 	if (shared->unusable)
 		pmhash_set_unusable(shared, NULL);
-	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	shared->generation = pmhash_next_generation();
 	shared->indexoid = RelationGetRelid(index);
 	shared->pool_id = pool_id;
 
@@ -1264,7 +1281,7 @@ pmhash_forget(const PmhashKey *key)
 	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
-	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	shared->generation = pmhash_next_generation();
 	pmhash_stats_forget_pool(shared->pool_id);
 	pmhash_stats_slot_release(shared->stats_slot);
 	pmhash_unmark_removed(shared);
