@@ -7,6 +7,7 @@ OBJS = \
 	src/pmh_core.o \
 	src/pmh_media.o \
 	src/pmhash.o \
+	src/pmhashattach.o \
 	src/pmhashbuild.o \
 	src/pmhashcheck.o \
 	src/pmhashinsert.o \

@@ -470,17 +470,16 @@ extern void pmhash_persist_or_error(PmhashIndex *idx, const void *addr,
 extern void pmhash_report_io_error(Relation index, const char *what);
 extern void pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig);
 
-/* pmhashshmem.c: shared state */
+/* pmhashshmem.c: shared memory, the DSA area, the table of storages */
 extern void pmhash_shmem_request(void);
 extern void pmhash_shmem_startup(void);
-extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
-extern bool pmhash_attached_before(Relation index, PmhashShared **shared,
-								   PmhashLocal **local);
-extern void pmhash_attach_new(Relation index, uint64 pool_id,
-							  PmhashIndex *idx);
-extern void pmhash_detach(PmhashIndex *idx);
-extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
-extern void pmhash_relock_interruptible(PmhashIndex *idx);
+extern PmhashShared *pmhash_shared_entry(const PmhashKey *key, Oid indexoid);
+extern PmhashLocal *pmhash_local_entry(const PmhashKey *key);
+extern void pmhash_free_shared(PmhashShared *shared);
+extern void pmhash_extend_shared(PmhashShared *shared, uint64 nsegments);
+extern uint32 pmhash_cb_alloc_segment(void *arg);
+extern void pmhash_set_unusable(PmhashShared *shared,
+								const PmhashFileSig *sig);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
 extern bool pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno);
@@ -496,6 +495,16 @@ extern void pmhash_backend_init(void);
 extern bool pmhash_backend_attached(void);
 extern uint64 pmhash_next_generation(void);
 extern bool pmhash_known_unusable(Relation index);
+
+/* pmhashattach.c: attaching to an index, loading it after a restart */
+extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
+extern bool pmhash_attached_before(Relation index, PmhashShared **shared,
+								   PmhashLocal **local);
+extern void pmhash_attach_new(Relation index, uint64 pool_id,
+							  PmhashIndex *idx);
+extern void pmhash_detach(PmhashIndex *idx);
+extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
+extern void pmhash_relock_interruptible(PmhashIndex *idx);
 
 /* pmhashrecover.c: loading an index's segments after a restart */
 extern void pmhash_log_recover(PmhashIndex *idx);
