@@ -17,6 +17,7 @@ OBJS = \
 	src/pmhashrecover.o \
 	src/pmhashsearch.o \
 	src/pmhashshmem.o \
+	src/pmhashsplit.o \
 	src/pmhashstats.o \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \

@@ -477,13 +477,8 @@ extern PmhashShared *pmhash_shared_entry(const PmhashKey *key, Oid indexoid);
 extern PmhashLocal *pmhash_local_entry(const PmhashKey *key);
 extern void pmhash_free_shared(PmhashShared *shared);
 extern void pmhash_extend_shared(PmhashShared *shared, uint64 nsegments);
-extern uint32 pmhash_cb_alloc_segment(void *arg);
 extern void pmhash_set_unusable(PmhashShared *shared,
 								const PmhashFileSig *sig);
-extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
-extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
-extern bool pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno);
-extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 extern uint64 pmhash_new_pool_id(void);
 extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
 extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
@@ -505,6 +500,13 @@ extern void pmhash_attach_new(Relation index, uint64 pool_id,
 extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
+
+/* pmhashsplit.c: segments: growth, splits and overflow chains */
+extern uint32 pmhash_cb_alloc_segment(void *arg);
+extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
+extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
+extern bool pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno);
+extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 
 /* pmhashrecover.c: loading an index's segments after a restart */
 extern void pmhash_log_recover(PmhashIndex *idx);
