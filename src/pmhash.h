@@ -449,6 +449,7 @@ extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
 extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
 extern void pmhash_pool_dir_init(void);
 extern uint64 pmhash_crash_count;
+extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
 extern void pmhash_pool_open(Relation index, const PmhashKey *key,
@@ -479,7 +480,6 @@ extern void pmhash_free_shared(PmhashShared *shared);
 extern void pmhash_extend_shared(PmhashShared *shared, uint64 nsegments);
 extern void pmhash_set_unusable(PmhashShared *shared,
 								const PmhashFileSig *sig);
-extern uint64 pmhash_new_pool_id(void);
 extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
 extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
 							   size_t size);

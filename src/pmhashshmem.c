@@ -699,16 +699,3 @@ pmhash_local_forget(const PmhashKey *key)
 		pmhash_pool_close(local);
 	}
 }
-
-/* a random, non-zero pool id */
-uint64
-pmhash_new_pool_id(void)
-{
-	uint64		id = 0;
-
-	if (!pg_strong_random(&id, sizeof(id)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random pool id")));
-	return id == 0 ? 1 : id;
-}
