@@ -1,15 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * pmhashshmem.c
- *	  Shared state of pmhash indexes: a fixed hash table of index storages
- *	  in shared memory, whose directories, per-segment locks, fingerprints
- *	  and occupancy bitmaps live in a DSA area created in place in
- *	  pmhash's shared memory.  Everything here is a cache of the pool and is
- *	  rebuilt from it by the first backend that needs an index after a
- *	  server start (or crash), see pmhash_load() in pmhashattach.c.
+ *	  pmhash's shared memory: setting it up, the DSA area in it, and the
+ *	  table of index storages.
  *
- * Also here: this backend's table of pool mappings, kept beside the
- * shared table (an entry is current while its generation matches).
+ * At server start, and after every crash reinitialisation, the shared
+ * memory hooks set up a control block, a DSA area created in place in
+ * pmhash's shared memory, and a fixed hash table with one entry
+ * (PmhashShared) per index storage; each index's directory, per-segment
+ * locks, fingerprints, occupancy bitmaps and backup-log state live in the
+ * DSA area.  Everything there is a cache of the pool, rebuilt from it by
+ * the first backend that needs an index (pmhash_load, pmhashattach.c).
+ *
+ * Also here: allocating and freeing an index's DSA memory and growing its
+ * per-segment arrays (pmhash_extend_shared); finding, marking unusable and
+ * dropping a storage's entry; and this backend's table of pool mappings
+ * (PmhashLocal), kept beside the shared table: a mapping is current while
+ * its generation matches its shared entry's.
  *
  *-------------------------------------------------------------------------
  */
