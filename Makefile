@@ -16,6 +16,7 @@ OBJS = \
 	src/pmhashpool.o \
 	src/pmhashrecover.o \
 	src/pmhashsearch.o \
+	src/pmhashseglock.o \
 	src/pmhashshmem.o \
 	src/pmhashsplit.o \
 	src/pmhashstats.o \

@@ -511,6 +511,13 @@ extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
 /* pmhashrecover.c: loading an index's segments after a restart */
 extern void pmhash_log_recover(PmhashIndex *idx);
 extern void pmhash_recover_free_list(PmhashShared *shared);
+extern bool pmhash_loading_tail;
+extern bool pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
+									   PmhashSegSlot *slot);
+extern void pmhash_load_exclusive(PmhashIndex *idx, uint32 segno);
+extern void pmhash_load_all(PmhashIndex *idx, bool yield);
+
+/* pmhashseglock.c: segment locks and optimistic reads */
 extern bool pmhash_lock_segment(PmhashIndex *idx, uint32 segno,
 								LWLockMode mode);
 extern void pmhash_unlock_segment(PmhashIndex *idx, uint32 segno);
@@ -518,7 +525,6 @@ extern uint32 pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode);
 extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 									 uint64 hash, uint64 *tags, int max,
 									 int *n);
-extern void pmhash_load_all(PmhashIndex *idx, bool yield);
 
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;
