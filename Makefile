@@ -13,6 +13,7 @@ OBJS = \
 	src/pmhashinsert.o \
 	src/pmhashlifecycle.o \
 	src/pmhashlog.o \
+	src/pmhashpage.o \
 	src/pmhashpool.o \
 	src/pmhashrecover.o \
 	src/pmhashsearch.o \

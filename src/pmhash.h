@@ -407,6 +407,8 @@ extern IndexBuildResult *pmhashbuild(Relation heap, Relation index,
 									 IndexInfo *indexInfo);
 extern void pmhashbuildempty(Relation index);
 extern char *pmhashbuildphasename(int64 phasenum);
+
+/* pmhashpage.c: the metapage */
 extern void pmhash_write_metapage(Relation index, ForkNumber fork,
 								  uint64 pool_id, uint32 flags);
 extern bool pmhash_read_metapage(Relation index, PmhashMetaPageData *meta);

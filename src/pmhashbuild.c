@@ -1,8 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * pmhashbuild.c
- *	  Building a pmhash index: the metapage, a fresh pool, and a bulk load
- *	  of the heap's entries that persists the pool once at the end.
+ *	  Building a pmhash index: a fresh pool, and a bulk load of the heap's
+ *	  entries that persists the pool once at the end.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,14 +10,12 @@
 
 #include "access/htup_details.h"
 #include "access/tableam.h"
-#include "access/xloginsert.h"
 #include "catalog/pg_statistic.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "optimizer/plancat.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
-#include "storage/smgr.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
@@ -53,103 +51,6 @@ typedef struct PmhashBuildState
 	ItemPointerData tids[PMHASH_BUILD_BATCH];
 	int			nwaiting;
 } PmhashBuildState;
-
-/* fill a page image with the metapage */
-static void
-pmhash_fill_metapage(Page page, uint64 pool_id, uint32 flags)
-{
-	PmhashMetaPageData *meta;
-
-	PageInit(page, BLCKSZ, 0);
-	meta = PmhashPageGetMeta(page);
-	memset(meta, 0, sizeof(*meta));
-	meta->magic = PMHASH_META_MAGIC;
-	meta->version = PMHASH_META_VERSION;
-	meta->pool_id = pool_id;
-	meta->flags = flags;
-	((PageHeader) page)->pd_lower = (char *) meta + sizeof(*meta) - (char *) page;
-}
-
-/*
- * Write the metapage of the main fork (through shared buffers, WAL-logged
- * when the index is) or of the init fork (directly, as for any init fork).
- */
-void
-pmhash_write_metapage(Relation index, ForkNumber fork, uint64 pool_id,
-					  uint32 flags)
-{
-	if (fork == INIT_FORKNUM)
-	{
-		PGAlignedBlock buf;
-
-		pmhash_fill_metapage(buf.data, pool_id, flags);
-		PageSetChecksumInplace(buf.data, PMHASH_METAPAGE_BLKNO);
-		smgrwrite(RelationGetSmgr(index), INIT_FORKNUM, PMHASH_METAPAGE_BLKNO,
-				  buf.data, true);
-		log_newpage(&(RelationGetSmgr(index))->smgr_rnode.node, INIT_FORKNUM,
-					PMHASH_METAPAGE_BLKNO, buf.data, true);
-		smgrimmedsync(RelationGetSmgr(index), INIT_FORKNUM);
-		return;
-	}
-	else
-	{
-		Buffer		buffer;
-
-		if (RelationGetNumberOfBlocks(index) == 0)
-			buffer = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW,
-										RBM_NORMAL, NULL);
-		else
-			buffer = ReadBufferExtended(index, MAIN_FORKNUM,
-										PMHASH_METAPAGE_BLKNO, RBM_NORMAL, NULL);
-		Assert(BufferGetBlockNumber(buffer) == PMHASH_METAPAGE_BLKNO);
-		LockBuffer(buffer, BUFFER_LOCK_EXCLUSIVE);
-
-		START_CRIT_SECTION();
-		pmhash_fill_metapage(BufferGetPage(buffer), pool_id, flags);
-		MarkBufferDirty(buffer);
-		if (RelationNeedsWAL(index))
-			log_newpage_buffer(buffer, true);
-		END_CRIT_SECTION();
-
-		UnlockReleaseBuffer(buffer);
-	}
-}
-
-/*
- * Read the metapage of the main fork.  Returns false when the index has no
- * metapage yet (CREATE INDEX CONCURRENTLY before its build).
- */
-bool
-pmhash_read_metapage(Relation index, PmhashMetaPageData *meta)
-{
-	Buffer		buffer;
-	Page		page;
-	bool		ok;
-
-	if (RelationGetNumberOfBlocks(index) == 0)
-		return false;
-	buffer = ReadBuffer(index, PMHASH_METAPAGE_BLKNO);
-	LockBuffer(buffer, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buffer);
-	*meta = *PmhashPageGetMeta(page);
-	UnlockReleaseBuffer(buffer);
-
-	ok = !PageIsNew(page) && meta->magic == PMHASH_META_MAGIC;
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("index \"%s\" is not a pmhash index",
-						RelationGetRelationName(index)),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
-	if (meta->version != PMHASH_META_VERSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("pmhash index \"%s\" has metapage version %u, expected %u",
-						RelationGetRelationName(index), meta->version,
-						PMHASH_META_VERSION),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
-	return true;
-}
 
 /*
  * Insert the entries the heap scan has handed over, in their order.  First
