@@ -407,6 +407,8 @@ extern IndexBuildResult *pmhashbuild(Relation heap, Relation index,
 									 IndexInfo *indexInfo);
 extern void pmhashbuildempty(Relation index);
 extern char *pmhashbuildphasename(int64 phasenum);
+extern void pmhash_insert_entry(PmhashIndex *idx, uint64 hash,
+								ItemPointer tid);
 
 /* pmhashpage.c: the metapage */
 extern void pmhash_write_metapage(Relation index, ForkNumber fork,
@@ -418,8 +420,6 @@ extern bool pmhashinsert(Relation index, Datum *values, bool *isnull,
 						 ItemPointer ht_ctid, Relation heapRel,
 						 IndexUniqueCheck checkUnique, bool indexUnchanged,
 						 struct IndexInfo *indexInfo);
-extern void pmhash_insert_entry(PmhashIndex *idx, uint64 hash,
-								ItemPointer tid);
 
 /* pmhashsearch.c */
 extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);

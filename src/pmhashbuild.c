@@ -4,6 +4,13 @@
  *	  Building a pmhash index: a fresh pool, and a bulk load of the heap's
  *	  entries that persists the pool once at the end.
  *
+ * The build bypasses the write path's logs: pmhash_insert_entry puts each
+ * entry straight into its segment, with persistence deferred to the end
+ * of the build.  It takes the target segment's lock exclusive under the
+ * index lock; when the segment has no room, it retakes the index lock
+ * exclusively and splits the segment or extends its overflow chain, then
+ * retries.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -51,6 +58,60 @@ typedef struct PmhashBuildState
 	ItemPointerData tids[PMHASH_BUILD_BATCH];
 	int			nwaiting;
 } PmhashBuildState;
+
+/*
+ * Insert (hash, tid) into an attached index (any lock mode; the index lock
+ * is held in the same mode on return).
+ */
+void
+pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
+{
+	LWLockMode	entry_mode = idx->mode;
+	uint32		block = ItemPointerGetBlockNumber(tid);
+	uint16		offset = ItemPointerGetOffsetNumber(tid);
+
+	for (;;)
+	{
+		uint32		segno = pmhash_lock_hash(idx, hash, LW_EXCLUSIVE);
+		PmhInsertResult r;
+
+		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
+						   offset);
+		pmhash_unlock_segment(idx, segno);
+
+		switch (r)
+		{
+			case PMH_INSERT_DONE:
+				pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
+				/* FALLTHROUGH */
+			case PMH_INSERT_EXISTS:
+				if (idx->mode != entry_mode)
+					pmhash_relock(idx, entry_mode);
+				return;
+			case PMH_INSERT_IOERROR:
+				pmhash_report_io_error(idx->rel, "persist entry in");
+				break;
+			case PMH_INSERT_FULL:
+				/* pmh_insert_new always chooses */
+				elog(ERROR, "no remedy chosen for a full pmhash segment");
+				break;
+			case PMH_INSERT_SPLIT:
+			case PMH_INSERT_OVERFLOW:
+				if (idx->mode != LW_EXCLUSIVE)
+				{
+					/* structure changes need the whole index; look again */
+					pmhash_relock(idx, LW_EXCLUSIVE);
+					continue;
+				}
+				if (r == PMH_INSERT_SPLIT)
+					pmhash_split_segment(idx, segno);
+				else
+					pmhash_add_overflow_segment(idx, segno);
+				break;
+		}
+		CHECK_FOR_INTERRUPTS();
+	}
+}
 
 /*
  * Insert the entries the heap scan has handed over, in their order.  First
