@@ -583,6 +583,9 @@ extern void pmhash_stats_forget_pool(uint64 pool_id);
 extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);
 extern Datum pmhash_reset_stats(PG_FUNCTION_ARGS);
 extern void pmhash_stats_index_values(int slot, Datum *values);
+extern Relation pmhash_open_index(Oid relid, Oid role);
+extern Datum pmhash_stats(PG_FUNCTION_ARGS);
+extern Datum pmhash_load_progress(PG_FUNCTION_ARGS);
 
 #define PMHASH_STATS_INDEX_COLS 8
 
@@ -594,8 +597,7 @@ extern bool pmhash_track_media_reads;
 extern void pmhash_lifecycle_init(void);
 extern bool pmhash_adopt_pool(Relation index, const PmhashKey *key);
 
-/* pmhashcheck.c: SQL-callable functions */
-extern Datum pmhash_stats(PG_FUNCTION_ARGS);
+/* pmhashcheck.c: pmhash_check() */
 extern Datum pmhash_check(PG_FUNCTION_ARGS);
 
 #endif							/* PMHASH_H */
