@@ -475,7 +475,6 @@ extern void pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig);
 
 /* pmhashshmem.c: shared memory, the DSA area, the table of storages */
 extern void pmhash_shmem_request(void);
-extern void pmhash_shmem_startup(void);
 extern PmhashShared *pmhash_shared_entry(const PmhashKey *key, Oid indexoid);
 extern PmhashLocal *pmhash_local_entry(const PmhashKey *key);
 extern void pmhash_free_shared(PmhashShared *shared);
@@ -573,7 +572,6 @@ extern Size pmhash_stats_shmem_size(void);
 extern void pmhash_stats_shmem_init(void);
 extern int	pmhash_stats_slot_acquire(void);
 extern void pmhash_stats_slot_release(int slot);
-extern uint32 pmhash_stats_slot_tag(int slot);
 extern void pmhash_stats_attach_pool(PmhashLocal *local,
 									 const PmhashShared *shared);
 extern void pmhash_stats_backend_init(void);
