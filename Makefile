@@ -8,15 +8,19 @@ OBJS = \
 	src/pmh_core.o \
 	src/pmh_media.o \
 	src/pmhash.o \
+	src/pmhashattach.o \
 	src/pmhashblog.o \
 	src/pmhashbuild.o \
 	src/pmhashcheck.o \
 	src/pmhashinsert.o \
 	src/pmhashlifecycle.o \
+	src/pmhashpage.o \
 	src/pmhashpool.o \
 	src/pmhashrecover.o \
 	src/pmhashsearch.o \
+	src/pmhashseglock.o \
 	src/pmhashshmem.o \
+	src/pmhashsplit.o \
 	src/pmhashstats.o \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \

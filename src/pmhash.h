@@ -384,6 +384,10 @@ extern IndexBuildResult *pmhashbuild(Relation heap, Relation index,
 									 IndexInfo *indexInfo);
 extern void pmhashbuildempty(Relation index);
 extern char *pmhashbuildphasename(int64 phasenum);
+extern void pmhash_insert_entry(PmhashIndex *idx, uint64 hash,
+								ItemPointer tid);
+
+/* pmhashpage.c: the metapage */
 extern void pmhash_write_metapage(Relation index, ForkNumber fork,
 								  uint64 pool_id, uint32 flags);
 extern bool pmhash_read_metapage(Relation index, PmhashMetaPageData *meta);
@@ -393,8 +397,6 @@ extern bool pmhashinsert(Relation index, Datum *values, bool *isnull,
 						 ItemPointer ht_ctid, Relation heapRel,
 						 IndexUniqueCheck checkUnique, bool indexUnchanged,
 						 struct IndexInfo *indexInfo);
-extern void pmhash_insert_entry(PmhashIndex *idx, uint64 hash,
-								ItemPointer tid);
 
 /* pmhashsearch.c */
 extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);
@@ -426,6 +428,7 @@ extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
 extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
 extern void pmhash_pool_dir_init(void);
 extern uint64 pmhash_crash_count;
+extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
 extern void pmhash_pool_open(Relation index, const PmhashKey *key,
@@ -447,9 +450,26 @@ extern void pmhash_persist_or_error(PmhashIndex *idx, const void *addr,
 extern void pmhash_report_io_error(Relation index, const char *what);
 extern void pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig);
 
-/* pmhashshmem.c: shared state */
+/* pmhashshmem.c: shared memory, the DSA area, the table of storages */
 extern void pmhash_shmem_request(void);
-extern void pmhash_shmem_startup(void);
+extern PmhashShared *pmhash_shared_entry(const PmhashKey *key, Oid indexoid);
+extern PmhashLocal *pmhash_local_entry(const PmhashKey *key);
+extern void pmhash_free_shared(PmhashShared *shared);
+extern void pmhash_extend_shared(PmhashShared *shared, uint64 nsegments);
+extern void pmhash_set_unusable(PmhashShared *shared,
+								const PmhashFileSig *sig);
+extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
+extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
+							   size_t size);
+extern void pmhash_forget(const PmhashKey *key);
+extern void pmhash_forget_database(Oid dbid);
+extern void pmhash_local_sweep(void);
+extern void pmhash_backend_init(void);
+extern bool pmhash_backend_attached(void);
+extern uint64 pmhash_next_generation(void);
+extern bool pmhash_known_unusable(Relation index);
+
+/* pmhashattach.c: attaching to an index, loading it after a restart */
 extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
 extern bool pmhash_attached_before(Relation index, PmhashShared **shared,
 								   PmhashLocal **local);
@@ -458,23 +478,24 @@ extern void pmhash_attach_new(Relation index, uint64 pool_id,
 extern void pmhash_detach(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
+
+/* pmhashsplit.c: segments: growth, splits and overflow chains */
+extern uint32 pmhash_cb_alloc_segment(void *arg);
 extern void pmhash_reserve_segments(PmhashIndex *idx, int nsegs);
 extern void pmhash_split_segment(PmhashIndex *idx, uint32 segno);
 extern bool pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno);
 extern void pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno);
-extern uint64 pmhash_new_pool_id(void);
-extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
-extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
-							   size_t size);
-extern void pmhash_forget(const PmhashKey *key);
-extern void pmhash_forget_database(Oid dbid);
-extern void pmhash_local_sweep(void);
-extern void pmhash_backend_init(void);
-extern bool pmhash_known_unusable(Relation index);
 
 /* pmhashrecover.c: loading an index's segments after a restart */
 extern void pmhash_log_recover(PmhashIndex *idx);
 extern void pmhash_recover_free_list(PmhashShared *shared);
+extern bool pmhash_loading_tail;
+extern bool pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
+									   PmhashSegSlot *slot);
+extern void pmhash_load_exclusive(PmhashIndex *idx, uint32 segno);
+extern void pmhash_load_all(PmhashIndex *idx, bool yield);
+
+/* pmhashseglock.c: segment locks and optimistic reads */
 extern bool pmhash_lock_segment(PmhashIndex *idx, uint32 segno,
 								LWLockMode mode);
 extern void pmhash_unlock_segment(PmhashIndex *idx, uint32 segno);
@@ -482,7 +503,6 @@ extern uint32 pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode);
 extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 									 uint64 hash, uint64 *tags, int max,
 									 int *n);
-extern void pmhash_load_all(PmhashIndex *idx, bool yield);
 
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;
@@ -537,7 +557,6 @@ extern Size pmhash_stats_shmem_size(void);
 extern void pmhash_stats_shmem_init(void);
 extern int	pmhash_stats_slot_acquire(void);
 extern void pmhash_stats_slot_release(int slot);
-extern uint32 pmhash_stats_slot_tag(int slot);
 extern void pmhash_stats_attach_pool(PmhashLocal *local,
 									 const PmhashShared *shared);
 extern void pmhash_stats_backend_init(void);
@@ -547,6 +566,9 @@ extern void pmhash_stats_forget_pool(uint64 pool_id);
 extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);
 extern Datum pmhash_reset_stats(PG_FUNCTION_ARGS);
 extern void pmhash_stats_index_values(int slot, Datum *values);
+extern Relation pmhash_open_index(Oid relid, Oid role);
+extern Datum pmhash_stats(PG_FUNCTION_ARGS);
+extern Datum pmhash_load_progress(PG_FUNCTION_ARGS);
 
 #define PMHASH_STATS_INDEX_COLS 8
 
@@ -558,8 +580,7 @@ extern bool pmhash_track_media_reads;
 extern void pmhash_lifecycle_init(void);
 extern bool pmhash_adopt_pool(Relation index, const PmhashKey *key);
 
-/* pmhashcheck.c: SQL-callable functions */
-extern Datum pmhash_stats(PG_FUNCTION_ARGS);
+/* pmhashcheck.c: pmhash_check() */
 extern Datum pmhash_check(PG_FUNCTION_ARGS);
 
 #endif							/* PMHASH_H */

@@ -1,8 +1,15 @@
 /*-------------------------------------------------------------------------
  *
  * pmhashbuild.c
- *	  Building a pmhash index: the metapage, a fresh pool, and a bulk load
- *	  of the heap's entries that persists the pool once at the end.
+ *	  Building a pmhash index: a fresh pool, and a bulk load of the heap's
+ *	  entries that persists the pool once at the end.
+ *
+ * The build bypasses the write path's logs: pmhash_insert_entry puts each
+ * entry straight into its segment, with persistence deferred to the end
+ * of the build.  It takes the target segment's lock exclusive under the
+ * index lock; when the segment has no room, it retakes the index lock
+ * exclusively and splits the segment or extends its overflow chain, then
+ * retries.
  *
  *-------------------------------------------------------------------------
  */
@@ -10,14 +17,12 @@
 
 #include "access/htup_details.h"
 #include "access/tableam.h"
-#include "access/xloginsert.h"
 #include "catalog/pg_statistic.h"
 #include "commands/progress.h"
 #include "miscadmin.h"
 #include "optimizer/plancat.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
-#include "storage/smgr.h"
 #include "utils/rel.h"
 #include "utils/syscache.h"
 
@@ -54,101 +59,60 @@ typedef struct PmhashBuildState
 	int			nwaiting;
 } PmhashBuildState;
 
-/* fill a page image with the metapage */
-static void
-pmhash_fill_metapage(Page page, uint64 pool_id, uint32 flags)
-{
-	PmhashMetaPageData *meta;
-
-	PageInit(page, BLCKSZ, 0);
-	meta = PmhashPageGetMeta(page);
-	memset(meta, 0, sizeof(*meta));
-	meta->magic = PMHASH_META_MAGIC;
-	meta->version = PMHASH_META_VERSION;
-	meta->pool_id = pool_id;
-	meta->flags = flags;
-	((PageHeader) page)->pd_lower = (char *) meta + sizeof(*meta) - (char *) page;
-}
-
 /*
- * Write the metapage of the main fork (through shared buffers, WAL-logged
- * when the index is) or of the init fork (directly, as for any init fork).
+ * Insert (hash, tid) into an attached index (any lock mode; the index lock
+ * is held in the same mode on return).
  */
 void
-pmhash_write_metapage(Relation index, ForkNumber fork, uint64 pool_id,
-					  uint32 flags)
+pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 {
-	if (fork == INIT_FORKNUM)
+	LWLockMode	entry_mode = idx->mode;
+	uint32		block = ItemPointerGetBlockNumber(tid);
+	uint16		offset = ItemPointerGetOffsetNumber(tid);
+
+	for (;;)
 	{
-		PGAlignedBlock buf;
+		uint32		segno = pmhash_lock_hash(idx, hash, LW_EXCLUSIVE);
+		PmhInsertResult r;
 
-		pmhash_fill_metapage(buf.data, pool_id, flags);
-		PageSetChecksumInplace(buf.data, PMHASH_METAPAGE_BLKNO);
-		smgrwrite(RelationGetSmgr(index), INIT_FORKNUM, PMHASH_METAPAGE_BLKNO,
-				  buf.data, true);
-		log_newpage(&(RelationGetSmgr(index))->smgr_rnode.node, INIT_FORKNUM,
-					PMHASH_METAPAGE_BLKNO, buf.data, true);
-		smgrimmedsync(RelationGetSmgr(index), INIT_FORKNUM);
-		return;
+		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
+						   offset);
+		pmhash_unlock_segment(idx, segno);
+
+		switch (r)
+		{
+			case PMH_INSERT_DONE:
+				pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
+				/* FALLTHROUGH */
+			case PMH_INSERT_EXISTS:
+				if (idx->mode != entry_mode)
+					pmhash_relock(idx, entry_mode);
+				return;
+			case PMH_INSERT_IOERROR:
+				pmhash_report_io_error(idx->rel, "persist entry in");
+				break;
+			case PMH_INSERT_FULL:
+				/* pmh_insert_new always chooses */
+				elog(ERROR, "no remedy chosen for a full pmhash segment");
+				break;
+			case PMH_INSERT_SPLIT:
+			case PMH_INSERT_OVERFLOW:
+				if (idx->mode != LW_EXCLUSIVE)
+				{
+					/* structure changes need the whole index; look again */
+					pmhash_relock(idx, LW_EXCLUSIVE);
+					continue;
+				}
+				{
+					PmhWriter	w;
+
+					pmhash_writer(idx, &w);
+					(void) pmh_wp_make_room(&w, segno, r);
+				}
+				break;
+		}
+		CHECK_FOR_INTERRUPTS();
 	}
-	else
-	{
-		Buffer		buffer;
-
-		if (RelationGetNumberOfBlocks(index) == 0)
-			buffer = ReadBufferExtended(index, MAIN_FORKNUM, P_NEW,
-										RBM_NORMAL, NULL);
-		else
-			buffer = ReadBufferExtended(index, MAIN_FORKNUM,
-										PMHASH_METAPAGE_BLKNO, RBM_NORMAL, NULL);
-		Assert(BufferGetBlockNumber(buffer) == PMHASH_METAPAGE_BLKNO);
-		LockBuffer(buffer, BUFFER_LOCK_EXCLUSIVE);
-
-		START_CRIT_SECTION();
-		pmhash_fill_metapage(BufferGetPage(buffer), pool_id, flags);
-		MarkBufferDirty(buffer);
-		if (RelationNeedsWAL(index))
-			log_newpage_buffer(buffer, true);
-		END_CRIT_SECTION();
-
-		UnlockReleaseBuffer(buffer);
-	}
-}
-
-/*
- * Read the metapage of the main fork.  Returns false when the index has no
- * metapage yet (CREATE INDEX CONCURRENTLY before its build).
- */
-bool
-pmhash_read_metapage(Relation index, PmhashMetaPageData *meta)
-{
-	Buffer		buffer;
-	Page		page;
-	bool		ok;
-
-	if (RelationGetNumberOfBlocks(index) == 0)
-		return false;
-	buffer = ReadBuffer(index, PMHASH_METAPAGE_BLKNO);
-	LockBuffer(buffer, BUFFER_LOCK_SHARE);
-	page = BufferGetPage(buffer);
-	*meta = *PmhashPageGetMeta(page);
-	UnlockReleaseBuffer(buffer);
-
-	ok = !PageIsNew(page) && meta->magic == PMHASH_META_MAGIC;
-	if (!ok)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("index \"%s\" is not a pmhash index",
-						RelationGetRelationName(index)),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
-	if (meta->version != PMHASH_META_VERSION)
-		ereport(ERROR,
-				(errcode(ERRCODE_INDEX_CORRUPTED),
-				 errmsg("pmhash index \"%s\" has metapage version %u, expected %u",
-						RelationGetRelationName(index), meta->version,
-						PMHASH_META_VERSION),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
-	return true;
 }
 
 /*

@@ -24,7 +24,7 @@
  * pmhash storage: the pending deletes of a prepared transaction are carried
  * out by COMMIT PREPARED without any callback pmhash could hook.
  *
- * The transaction callbacks also drive the write path (pmhashlog.c): the
+ * The transaction callbacks also drive the write path (pmhashxact.c): the
  * collecting logs are flushed at PRE_COMMIT and PRE_PREPARE and dropped at
  * the end of the transaction; a subtransaction's entries follow its fate.
  *

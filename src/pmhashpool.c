@@ -295,6 +295,19 @@ pmhash_open_nofollow(const char *path, struct stat *st)
 	return fd;
 }
 
+/* a random, non-zero pool id */
+uint64
+pmhash_new_pool_id(void)
+{
+	uint64		id = 0;
+
+	if (!pg_strong_random(&id, sizeof(id)))
+		ereport(ERROR,
+				(errcode(ERRCODE_INTERNAL_ERROR),
+				 errmsg("could not generate a random pool id")));
+	return id == 0 ? 1 : id;
+}
+
 /*
  * Create (or replace) the pool file of an index storage with one empty
  * segment and map it.  The file is created 0600 and never through a

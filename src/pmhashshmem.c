@@ -1,12 +1,22 @@
 /*-------------------------------------------------------------------------
  *
  * pmhashshmem.c
- *	  Shared state of pmhash indexes: a fixed hash table of index storages
- *	  in shared memory, whose directories, per-segment locks, fingerprints
- *	  and occupancy bitmaps live in a DSA area created in place in
- *	  pmhash's shared memory.  Everything here is a cache of the pool and is
- *	  rebuilt from it by the first backend that needs an index after a
- *	  server start (or crash), see pmhash_load().
+ *	  pmhash's shared memory: setting it up, the DSA area in it, and the
+ *	  table of index storages.
+ *
+ * At server start, and after every crash reinitialisation, the shared
+ * memory hooks set up a control block, a DSA area created in place in
+ * pmhash's shared memory, and a fixed hash table with one entry
+ * (PmhashShared) per index storage; each index's directory, per-segment
+ * locks, fingerprints, occupancy bitmaps and backup-log state live in the
+ * DSA area.  Everything there is a cache of the pool, rebuilt from it by
+ * the first backend that needs an index (pmhash_load, pmhashattach.c).
+ *
+ * Also here: allocating and freeing an index's DSA memory and growing its
+ * per-segment arrays (pmhash_extend_shared); finding, marking unusable and
+ * dropping a storage's entry; and this backend's table of pool mappings
+ * (PmhashLocal), kept beside the shared table: a mapping is current while
+ * its generation matches its shared entry's.
  *
  *-------------------------------------------------------------------------
  */
@@ -45,14 +55,6 @@ static PmhashControl *pmhash_ctl = NULL;
 static LWLock *pmhash_htab_lock = NULL;
 static HTAB *pmhash_htab = NULL;
 static dsa_area *pmhash_area = NULL;	/* this backend's attachment */
-
-/* what an index relation remembers in rd_amcache */
-typedef struct PmhashRelCache
-{
-	PmhashKey	key;
-	PmhashShared *shared;
-	PmhashLocal *local;
-} PmhashRelCache;
 static dsa_area *pmhash_pm_area = NULL; /* the postmaster's (creator's) */
 static HTAB *pmhash_local_htab = NULL;
 static pid_t pmhash_area_pid = 0;
@@ -63,10 +65,7 @@ char	   *pmhash_dsa_base = NULL;
 static uint64 pmhash_seen_drops = 0;
 
 static void pmhash_local_forget(const PmhashKey *key);
-static void pmhash_load(PmhashIndex *idx);
-static void pmhash_make_ready(PmhashIndex *idx, LWLockMode mode);
 static void pmhash_release_lines(int code, Datum arg);
-static void pmhash_check_free_top(PmhashIndex *idx, int nsegs);
 
 static shmem_request_hook_type prev_shmem_request_hook = NULL;
 static shmem_startup_hook_type prev_shmem_startup_hook = NULL;
@@ -218,6 +217,23 @@ pmhash_backend_init(void)
 									HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
 }
 
+/* has this process attached to the DSA area (pmhash_backend_init)? */
+bool
+pmhash_backend_attached(void)
+{
+	return pmhash_area_pid == MyProcPid;
+}
+
+/*
+ * A generation number no index storage's shared state had before: a
+ * backend's mapping of a pool is current while its generation matches.
+ */
+uint64
+pmhash_next_generation(void)
+{
+	return pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+}
+
 /*
  * At backend exit: publish this backend's persist traffic, and give up the
  * backup-log lines it appends to, so that other backends can take them
@@ -327,7 +343,7 @@ pmhash_clear_shared(PmhashShared *shared)
 }
 
 /* release everything an index holds in the DSA area */
-static void
+void
 pmhash_free_shared(PmhashShared *shared)
 {
 	if (DsaPointerIsValid(shared->chunks))
@@ -351,41 +367,12 @@ pmhash_free_shared(PmhashShared *shared)
 	pg_atomic_write_u64(&shared->entries, 0);
 }
 
-/* core callback: metadata of a segment */
-static PmhSegMeta *
-pmhash_cb_get_meta(void *arg, uint32 segno)
-{
-	return pmhash_seg_meta((PmhashIndex *) arg, segno);
-}
-
-/* core callback: pop a free segment (never grows: see reserve) */
-static uint32
-pmhash_cb_alloc_segment(void *arg)
-{
-	PmhashIndex *idx = (PmhashIndex *) arg;
-	PmhashShared *shared = idx->shared;
-	uint32	   *stack;
-	uint32		segno;
-
-	if (shared->nfree == 0)
-		return PMH_NO_SEGMENT;
-	stack = pmhash_dsa_address(shared->freesegs);
-	shared->nfree--;
-	/* pushed back later, this position holds a segment known to be zero */
-	if (shared->free_unchecked > shared->nfree)
-		shared->free_unchecked = shared->nfree;
-	segno = stack[shared->nfree];
-	pmh_meta_reset(pmhash_seg_meta(idx, segno), 0);
-	pmhash_seg_slot(idx, segno)->meta_valid = true;
-	return segno;
-}
-
 /*
  * Make room for nsegments segments in the shared arrays: the chunk table,
  * the chunks themselves, and the free stack.  New segments are pushed on
  * the free stack.  Called with the index lock held exclusively.
  */
-static void
+void
 pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 {
 	uint32		nchunks = (uint32) ((nsegments + PMHASH_CHUNK_SEGS - 1) /
@@ -465,31 +452,8 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 	shared->nsegments = nsegments;
 }
 
-/* make sure the local mapping is of the current pool and long enough */
-static void
-pmhash_check_local(PmhashIndex *idx)
-{
-	PmhashShared *shared = idx->shared;
-	PmhashLocal *local = idx->local;
-	size_t		need = pmh_pool_bytes(shared->nsegments);
-
-	if (local->generation != shared->generation)
-	{
-		pmhash_pool_close(local);
-		pmhash_pool_open(idx->rel, &shared->key, shared->pool_id, local, NULL);
-		local->generation = shared->generation;
-	}
-	if (local->pool.mapped_len < need)
-		pmhash_pool_remap(idx->rel, local, need);
-	if (local->stats_slot != shared->stats_slot ||
-		local->stats_pool != shared->pool_id ||
-		local->pool.flush_hook == NULL)
-		pmhash_stats_attach_pool(local, shared);
-	local->pool.log_ext_segs = pmhash_dsa_address(shared->logexts);
-}
-
 /* find this backend's mapping entry for a key, creating an empty one */
-static PmhashLocal *
+PmhashLocal *
 pmhash_local_entry(const PmhashKey *key)
 {
 	bool		found;
@@ -513,7 +477,7 @@ pmhash_local_entry(const PmhashKey *key)
 }
 
 /* find (or create) the shared entry of an index storage */
-static PmhashShared *
+PmhashShared *
 pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 {
 	PmhashShared *shared;
@@ -546,7 +510,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		pg_atomic_init_u64(&shared->unloaded, 0);
 		pmhash_clear_shared(shared);
 		shared->stats_slot = pmhash_stats_slot_acquire();
-		shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+		shared->generation = pmhash_next_generation();
 		shared->indexoid = indexoid;
 		shared->pool_id = 0;
 		shared->shmem_bytes = 0;
@@ -561,7 +525,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
  * saw it), or clear the mark (sig NULL).  Takes the hash-table lock; the
  * caller may hold the index lock.
  */
-static void
+void
 pmhash_set_unusable(PmhashShared *shared, const PmhashFileSig *sig)
 {
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
@@ -625,617 +589,6 @@ pmhash_known_unusable(Relation index)
 }
 
 /*
- * Does a load error say that the pool itself cannot be used (as opposed
- * to a lack of memory or another passing condition)?
- */
-static bool
-pmhash_error_is_pool_fault(int sqlerrcode)
-{
-	return sqlerrcode == ERRCODE_DATA_CORRUPTED ||
-		sqlerrcode == ERRCODE_UNDEFINED_FILE ||
-		sqlerrcode == ERRCODE_INSUFFICIENT_PRIVILEGE ||
-		sqlerrcode == ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE;
-}
-
-/* error context of a load: which pool of which index */
-static void
-pmhash_load_context(void *arg)
-{
-	PmhashIndex *idx = (PmhashIndex *) arg;
-	char		path[MAXPGPATH];
-
-	pmhash_pool_path(&idx->shared->key, path, sizeof(path));
-	errcontext("loading pool file \"%s\" of pmhash index \"%s\"",
-			   path, RelationGetRelationName(idx->rel));
-}
-
-/*
- * Build the shared state of an index from its pool: validate the file,
- * undo half-done splits, and load directory, fingerprints and occupancy.
- * An unlogged index whose main fork was reset from its init fork by crash
- * recovery gets an empty pool.  Called with the index lock exclusive.
- */
-static void
-pmhash_load(PmhashIndex *idx)
-{
-	PmhashShared *shared = idx->shared;
-	PmhashLocal *local = idx->local;
-	Relation	rel = idx->rel;
-	PmhashMetaPageData meta;
-	PmhPoolHeader hdr;
-	PmhRecoveryResult res;
-	PmhSegRole *roles;
-	uint32	   *owner;
-	uint64	   *scratch;
-	uint64		nseg;
-	uint64		nunloaded = 0;
-	uint32	   *dir;
-	uint32	   *stack;
-	PmhashSegChunk *chunk = NULL;
-	uint64		i;
-
-	pmhash_free_shared(shared);
-	pmhash_pool_close(local);
-	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
-
-	if (!pmhash_read_metapage(rel, &meta))
-		ereport(ERROR,
-				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
-				 errmsg("pmhash index \"%s\" has not been built",
-						RelationGetRelationName(rel)),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(rel))));
-
-	if (meta.flags & PMHASH_META_INIT)
-	{
-		/* unlogged index after a crash: start over, empty */
-		uint64		pool_id = meta.pool_id;
-
-		if (pool_id == 0)
-			pool_id = pmhash_new_pool_id();
-		pmhash_pool_create(rel, pool_id, local);
-		pmhash_write_metapage(rel, MAIN_FORKNUM, pool_id, 0);
-		meta.pool_id = pool_id;
-		hdr.pool_id = pool_id;
-	}
-	else
-		pmhash_pool_open(rel, &shared->key, meta.pool_id, local, &hdr);
-
-	shared->pool_id = meta.pool_id;
-	shared->indexoid = RelationGetRelid(rel);
-	local->generation = shared->generation;
-	if (pmh_pool_note_crashes(&local->pool, pmhash_crash_count,
-							  &shared->stale) != 0)
-		pmhash_report_io_error(rel, "persist the state of");
-
-	nseg = pmh_pool_nsegments(&local->pool);
-	roles = palloc(sizeof(PmhSegRole) * nseg);
-	owner = palloc(sizeof(uint32) * nseg);
-	scratch = palloc_extended(sizeof(uint64) * PMH_RECOVER_SCRATCH(nseg),
-							  MCXT_ALLOC_HUGE);
-	if (pmh_recover_words(&local->pool, roles, owner, scratch, &res) != 0)
-	{
-		if (res.error[0] == '\0')
-			pmhash_report_io_error(rel, "repair");
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("pool of pmhash index \"%s\" is corrupt", RelationGetRelationName(rel)),
-				 errdetail("%s.", res.error),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(rel))));
-	}
-	if (res.orphans_cleared > 0)
-		ereport(LOG,
-				(errmsg("pmhash index \"%s\": discarded %llu segments of interrupted splits",
-						RelationGetRelationName(rel),
-						(unsigned long long) res.orphans_cleared)));
-
-	/*
-	 * Shared arrays, the free stack (its segments are checked for zero only
-	 * when taken: pmhash_reserve_segments), and the directory from the
-	 * primaries' words.  A primary segment's metadata and its chain's are
-	 * read when the segment is first used (pmhash_lock_segment) or by the
-	 * prewarm worker: here only the words, so that the index is usable at
-	 * once.
-	 */
-	pmhash_extend_shared(shared, nseg);
-	shared->nfree = 0;
-	stack = pmhash_dsa_address(shared->freesegs);
-	for (i = nseg; i > 0; i--)
-		if (roles[i - 1] == PMH_SEG_FREE)
-			stack[shared->nfree++] = (uint32) (i - 1);
-	shared->free_unchecked = shared->nfree;
-
-	shared->dir = pmhash_shared_alloc(shared,
-								   sizeof(uint32) * ((size_t) 1 << res.global_depth));
-	shared->global_depth = res.global_depth;
-	dir = pmhash_dsa_address(shared->dir);
-	for (i = 0; i < nseg; i++)
-	{
-		PmhashSegSlot *slot;
-		PmhSegHeader *h;
-
-		if (i % PMHASH_CHUNK_SEGS == 0)
-			chunk = pmhash_seg_chunk(idx, (uint32) (i / PMHASH_CHUNK_SEGS));
-		if (roles[i] == PMH_SEG_FREE)
-			continue;
-		slot = &chunk->slot[i % PMHASH_CHUNK_SEGS];
-		h = pmh_seg_header(&local->pool, (uint32) i);
-		if (roles[i] == PMH_SEG_LOG)
-		{
-			pmh_meta_reset(&chunk->meta[i % PMHASH_CHUNK_SEGS], h->word);
-			slot->meta_valid = true;
-		}
-		else if (roles[i] == PMH_SEG_PRIMARY)
-		{
-			/* its chain's metadata is read with it */
-			slot->loaded = false;
-			nunloaded++;
-			pmh_dir_assign(dir, res.global_depth, h->word, (uint32) i);
-		}
-	}
-	pg_atomic_write_u64(&shared->unloaded, nunloaded);
-
-	shared->primaries = res.primaries;
-	shared->overflows = res.overflows;
-	pg_atomic_write_u64(&shared->entries, 0);
-
-	/* the live slots of the backup log, sorted by segment */
-	pmhash_check_local(idx);
-	pmhash_log_recover(idx);
-	shared->state = PMHASH_STATE_READY;
-
-	pfree(roles);
-	pfree(owner);
-	pfree(scratch);
-}
-
-/*
- * With the index lock held in mode: load the index's shared state from its
- * pool if that has not been done, and make this backend's mapping current.
- * A failure that says the pool itself is unusable marks the index for the
- * planner (pmhash_known_unusable); a failed load gives back the shared
- * memory it took.  A success clears the mark.
- */
-static void
-pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
-{
-	PmhashShared *shared = idx->shared;
-	volatile bool loading = false;
-
-	/* the common case: loaded, and mapped here */
-	if (likely(pmhash_ready_here(shared, idx->local)))
-	{
-		pmhash_check_local(idx);
-		return;
-	}
-
-	PG_TRY();
-	{
-		if (shared->state != PMHASH_STATE_READY)
-		{
-			/*
-			 * The load runs with the lock exclusive, and idx->mode must say
-			 * so: rebuilding the backup log can split segments, and with a
-			 * shared mode there it would trade the lock (pmhash_relock) in
-			 * the middle of the load, and load again inside it.
-			 */
-			if (mode != LW_EXCLUSIVE)
-			{
-				LWLockRelease(&shared->lock);
-				LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
-				idx->mode = LW_EXCLUSIVE;
-			}
-			if (shared->state != PMHASH_STATE_READY)
-			{
-				ErrorContextCallback errcb;
-
-				errcb.callback = pmhash_load_context;
-				errcb.arg = idx;
-				errcb.previous = error_context_stack;
-				error_context_stack = &errcb;
-				loading = true;
-				pmhash_load(idx);
-				loading = false;
-				error_context_stack = errcb.previous;
-			}
-			if (mode != LW_EXCLUSIVE)
-			{
-				LWLockRelease(&shared->lock);
-				LWLockAcquire(&shared->lock, mode);
-				idx->mode = mode;
-			}
-		}
-		pmhash_check_local(idx);
-	}
-	PG_CATCH();
-	{
-		/* a failed load holds the index lock exclusively */
-		if (loading)
-			pmhash_free_shared(shared);
-		if (pmhash_error_is_pool_fault(geterrcode()))
-		{
-			PmhashFileSig sig;
-
-			pmhash_pool_file_sig(&shared->key, &sig);
-			pmhash_set_unusable(shared, &sig);
-		}
-		PG_RE_THROW();
-	}
-	PG_END_TRY();
-
-	if (unlikely(shared->unusable))
-		pmhash_set_unusable(shared, NULL);
-}
-
-/* fill in the parts of an attached-index handle */
-static void
-pmhash_init_handle(Relation index, PmhashShared *shared, PmhashLocal *local,
-				   LWLockMode mode, PmhashIndex *idx)
-{
-	idx->rel = index;
-	idx->shared = shared;
-	idx->local = local;
-	idx->mode = mode;
-	idx->cb.get_meta = pmhash_cb_get_meta;
-	idx->cb.alloc_segment = pmhash_cb_alloc_segment;
-	idx->cb.arg = idx;
-}
-
-/*
- * Attach to an index: find its shared state (loading it from the pool if
- * needed), map its pool in this backend, and return with the index lock
- * held in "mode".  Release with pmhash_detach().
- */
-void
-pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
-{
-	PmhashKey	key;
-	PmhashShared *shared;
-	PmhashLocal *local;
-
-	PmhashRelCache *cache;
-
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("pmhash index \"%s\" cannot be used during recovery",
-						RelationGetRelationName(index)),
-				 errdetail("pmhash pools are not WAL-logged, so a standby's pools do not follow its primary."),
-				 errhint("Query the primary, or disable index scans for this query.")));
-	if (!pmhash_attached_before(index, &shared, &local))
-	{
-		cache = (PmhashRelCache *) index->rd_amcache;
-		pmhash_key_for_rel(index, &key);
-		pmhash_require_preload();
-		if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-			ereport(ERROR,
-					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-					 errmsg("pmhash indexes on temporary tables are not supported")));
-		pmhash_backend_init();
-		(void) pmhash_adopt_pool(index, &key);
-		shared = pmhash_shared_entry(&key, RelationGetRelid(index));
-		local = pmhash_local_entry(&key);
-		if (cache == NULL)
-			cache = MemoryContextAlloc(index->rd_indexcxt, sizeof(PmhashRelCache));
-		cache->key = key;
-		cache->shared = shared;
-		cache->local = local;
-		index->rd_amcache = cache;
-	}
-	pmhash_init_handle(index, shared, local, mode, idx);
-
-	LWLockAcquire(&shared->lock, mode);
-	pmhash_make_ready(idx, mode);
-}
-
-/*
- * Has this backend attached to the index's current storage before?  If so,
- * return its shared entry and this backend's mapping, as remembered in the
- * relcache entry, without taking any lock: the shared entry of a storage
- * the caller holds a relation lock on cannot go away under it.  What the
- * caller reads there without the index lock must be fixed for the entry's
- * life (the key) or be only a hint.
- */
-bool
-pmhash_attached_before(Relation index, PmhashShared **shared,
-					   PmhashLocal **local)
-{
-	PmhashRelCache *cache = (PmhashRelCache *) index->rd_amcache;
-	PmhashKey	key;
-
-	if (cache == NULL || pmhash_area_pid != MyProcPid)
-		return false;
-	pmhash_key_for_rel(index, &key);
-	if (memcmp(&cache->key, &key, sizeof(key)) != 0)
-		return false;
-	*shared = cache->shared;
-	*local = cache->local;
-	return true;
-}
-
-/*
- * Set up fresh shared state for a pool that was just created for index
- * (ambuild), replacing whatever the same storage had.  Returns with the
- * index lock exclusive.
- */
-void
-pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
-{
-	PmhashKey	key;
-	PmhashShared *shared;
-	PmhashLocal *local;
-	uint32	   *dir;
-
-	pmhash_require_preload();
-	if (index->rd_rel->relpersistence == RELPERSISTENCE_TEMP)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("pmhash indexes on temporary tables are not supported"),
-				 errhint("Use a btree or hash index on temporary tables.")));
-	pmhash_backend_init();
-	pmhash_key_for_rel(index, &key);
-	shared = pmhash_shared_entry(&key, RelationGetRelid(index));
-	local = pmhash_local_entry(&key);
-	pmhash_init_handle(index, shared, local, LW_EXCLUSIVE, idx);
-
-	/* entries collected for the storage's earlier contents are void */
-	pmhash_log_forget_storage(&key);
-
-	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
-	pmhash_free_shared(shared);
-	pmhash_pool_close(local);
-	if (shared->unusable)
-		pmhash_set_unusable(shared, NULL);
-	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
-	shared->indexoid = RelationGetRelid(index);
-	shared->pool_id = pool_id;
-
-	pmhash_pool_create(index, pool_id, local);
-	local->generation = shared->generation;
-
-	pmhash_extend_shared(shared, 1);
-	(void) pmhash_cb_alloc_segment(idx);	/* segment 0 is the root */
-	pmh_meta_reset(pmhash_seg_meta(idx, 0), pmh_segword_make(0, 0));
-	shared->dir = pmhash_shared_alloc(shared, sizeof(uint32));
-	dir = pmhash_dsa_address(shared->dir);
-	dir[0] = 0;
-	shared->global_depth = 0;
-	shared->primaries = 1;
-	shared->overflows = 0;
-	pg_atomic_write_u64(&shared->entries, 0);
-	pmhash_log_init_shared(idx);
-	pmhash_stats_attach_pool(local, shared);
-	shared->state = PMHASH_STATE_READY;
-}
-
-/* release the index lock taken by pmhash_attach */
-void
-pmhash_detach(PmhashIndex *idx)
-{
-	LWLockRelease(&idx->shared->lock);
-}
-
-/*
- * Trade the index lock for one of another mode.  Everything read under the
- * old lock must be looked up again afterwards.
- */
-void
-pmhash_relock(PmhashIndex *idx, LWLockMode mode)
-{
-	LWLockRelease(&idx->shared->lock);
-	LWLockAcquire(&idx->shared->lock, mode);
-	idx->mode = mode;
-	pmhash_make_ready(idx, mode);
-}
-
-/*
- * Let go of the index lock for a moment, answering interrupts (holding an
- * LWLock holds them off), and take it again in the same mode: a long
- * operation under the shared lock lets splits through, and can be
- * cancelled.  Everything read under the lock must be looked up again.
- */
-void
-pmhash_relock_interruptible(PmhashIndex *idx)
-{
-	LWLockRelease(&idx->shared->lock);
-	CHECK_FOR_INTERRUPTS();
-	LWLockAcquire(&idx->shared->lock, idx->mode);
-	pmhash_make_ready(idx, idx->mode);
-}
-
-/*
- * Prepare, under the exclusive index lock, for an operation that takes up
- * to nsegs free segments: grow the pool file and the shared arrays first,
- * so that the operation itself cannot fail for lack of space.
- */
-void
-pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
-{
-	PmhashShared *shared = idx->shared;
-	uint64		grow;
-
-	Assert(idx->mode == LW_EXCLUSIVE);
-	if (shared->nfree < (uint32) nsegs)
-	{
-		grow = Max((uint64) nsegs + 15, shared->nsegments / 2);
-		grow = Min(grow, Max((uint64) nsegs, 65536));
-		pmhash_pool_grow(idx->rel, idx->local, shared->nsegments + grow);
-		pmhash_extend_shared(shared, shared->nsegments + grow);
-	}
-	pmhash_check_free_top(idx, nsegs);
-}
-
-/*
- * Make sure the nsegs segments on top of the free stack are zero on the
- * media (see pmh_prepare_free_segment): those left by the last load were
- * not checked yet.  Index lock exclusive, or shared with the free lock.
- */
-static void
-pmhash_check_free_top(PmhashIndex *idx, int nsegs)
-{
-	PmhashShared *shared = idx->shared;
-	uint32	   *stack = pmhash_dsa_address(shared->freesegs);
-	uint32		p;
-
-	Assert(shared->nfree >= (uint32) nsegs);
-	for (p = shared->nfree - (uint32) nsegs; p < shared->nfree; p++)
-	{
-		if (p >= shared->free_unchecked)
-			break;
-		if (pmh_prepare_free_segment(&idx->local->pool, stack[p]) < 0)
-			pmhash_report_io_error(idx->rel, "zero a free segment of");
-	}
-	shared->free_unchecked = Min(shared->free_unchecked,
-								 shared->nfree - (uint32) nsegs);
-}
-
-/*
- * Double the directory ahead of a split of a segment at the global depth,
- * so that nothing after the split's publish can fail.
- */
-static void
-pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
-{
-	PmhashShared *shared = idx->shared;
-	int			depth = pmh_segword_depth(pmhash_seg_meta(idx, segno)->word);
-	dsa_pointer newdir;
-
-	if (depth < shared->global_depth)
-		return;
-	if (shared->global_depth >= PMH_MAX_DEPTH)
-		ereport(ERROR,
-				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
-				 errmsg("pmhash index \"%s\" cannot grow its directory further",
-						RelationGetRelationName(idx->rel))));
-	newdir = pmhash_shared_alloc(shared,
-							  sizeof(uint32) * ((size_t) 2 << shared->global_depth));
-	pmh_dir_double(pmhash_dsa_address(shared->dir),
-				   shared->global_depth,
-				   pmhash_dsa_address(newdir));
-	pmhash_shared_free(shared, shared->dir,
-					sizeof(uint32) * ((size_t) 1 << shared->global_depth));
-	shared->dir = newdir;
-	shared->global_depth++;
-}
-
-/*
- * Split primary segment segno: reserve space, then run the core's
- * failure-atomic split in a critical section, then point the directory at
- * both halves.  Index lock exclusive.
- */
-void
-pmhash_split_segment(PmhashIndex *idx, uint32 segno)
-{
-	PmhashShared *shared = idx->shared;
-	uint32		newseg;
-	uint32	   *dir;
-	uint32		before;
-
-	Assert(pmhash_seg_slot(idx, segno)->loaded);
-	pmhash_reserve_segments(idx, pmh_segments_needed_for_split(&idx->cb, segno));
-	pmhash_prepare_directory(idx, segno);
-
-	before = shared->nfree;
-	START_CRIT_SECTION();
-	if (pmh_split(&idx->local->pool, &idx->cb, segno, &newseg) != 0)
-		pmhash_report_io_error(idx->rel, "split segment in");
-	dir = pmhash_dsa_address(shared->dir);
-	pmh_dir_assign(dir, shared->global_depth,
-				   pmhash_seg_meta(idx, segno)->word, segno);
-	pmh_dir_assign(dir, shared->global_depth,
-				   pmhash_seg_meta(idx, newseg)->word, newseg);
-	shared->primaries++;
-	shared->overflows += before - shared->nfree - 1;
-	END_CRIT_SECTION();
-}
-
-/*
- * Split primary segment segno with the index lock shared and only the
- * segment's own lock (held exclusively), as CCEH and Dash split, so that
- * other backends go on inserting into and reading other segments.  That
- * takes a directory that need not double, free segments that need no
- * growth of the pool, and no blocked segment load; without them this
- * changes nothing and returns false, and the caller splits with the index
- * lock exclusive (pmhash_split_segment).  Returns true once split.
- *
- * The free segments are taken under the free lock.  The split itself is
- * the same failure-atomic pmh_split; the new half and its chain are
- * reachable by nobody until the directory names the new half, which
- * happens after a write barrier and under the new half's lock, and this
- * backend does not touch them after that.  The old half's entries keep
- * naming it; its word, changed under its lock, tells a reader that read
- * the directory before the split that the hash moved (pmhash_lock_hash,
- * pmhash_lookup_optimistic).
- */
-bool
-pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
-{
-	PmhashShared *shared = idx->shared;
-	uint32		seg[PMH_SPLIT_RESERVE_MAX];
-	uint32	   *stack;
-	uint32		newseg;
-	int			need;
-	int			left;
-	int			i;
-
-	Assert(idx->mode == LW_SHARED && pmhash_seg_slot(idx, segno)->loaded);
-	if (shared->load_blocked ||
-		pmh_segword_depth(pmhash_seg_meta(idx, segno)->word) >=
-		shared->global_depth)
-		return false;
-	need = pmh_segments_needed_for_split(&idx->cb, segno);
-	/* (a longer chain splits with the whole index) */
-	if (need > PMH_SPLIT_RESERVE_MAX)
-		return false;
-
-	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
-	if (shared->nfree < (uint32) need)
-	{
-		LWLockRelease(&shared->freelock);
-		return false;
-	}
-	pmhash_check_free_top(idx, need);
-	stack = pmhash_dsa_address(shared->freesegs);
-	shared->nfree -= (uint32) need;
-	memcpy(seg, stack + shared->nfree, sizeof(uint32) * need);
-	LWLockRelease(&shared->freelock);
-
-	START_CRIT_SECTION();
-	left = need;
-	if (pmh_split_reserved(&idx->local->pool, &idx->cb, segno, seg, &left,
-						   &newseg) != 0)
-		pmhash_report_io_error(idx->rel, "split segment in");
-	/* (reachable by nobody before the directory names the new half) */
-	for (i = left; i < need; i++)
-		pmhash_seg_slot(idx, seg[i])->meta_valid = true;
-
-	/*
-	 * Publish the new half.  Its lock is held across the directory stores:
-	 * a backend that finds one of them early must not split the new half
-	 * (and publish a half of its own) before the rest are stored, or this
-	 * loop would overwrite that publication.  Nobody can wait for the lock
-	 * yet, so taking it cannot deadlock.
-	 */
-	pmhash_seg_acquire(pmhash_seg_slot(idx, newseg), LW_EXCLUSIVE);
-	pg_write_barrier();
-	pmh_dir_assign(pmhash_dsa_address(shared->dir), shared->global_depth,
-				   pmhash_seg_meta(idx, newseg)->word, newseg);
-	pmhash_seg_release(pmhash_seg_slot(idx, newseg));
-
-	/* give back what the split did not take, in the order it was taken */
-	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
-	stack = pmhash_dsa_address(shared->freesegs);
-	for (i = 0; i < left; i++)
-		stack[shared->nfree++] = seg[i];
-	shared->primaries++;
-	shared->overflows += (uint64) (need - left - 1);
-	LWLockRelease(&shared->freelock);
-	END_CRIT_SECTION();
-	elog(DEBUG2, "pmhash index \"%s\": split segment %u into %u under the segment lock",
-		 RelationGetRelationName(idx->rel), segno, newseg);
-	return true;
-}
-
-/*
  * Drop the shared state of an index storage whose pool is going away
  * (its storage was dropped, or its creation rolled back).
  */
@@ -1264,7 +617,7 @@ pmhash_forget(const PmhashKey *key)
 	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
-	shared->generation = pg_atomic_fetch_add_u64(&pmhash_ctl->next_generation, 1);
+	shared->generation = pmhash_next_generation();
 	pmhash_stats_forget_pool(shared->pool_id);
 	pmhash_stats_slot_release(shared->stats_slot);
 	pmhash_unmark_removed(shared);
@@ -1352,35 +705,4 @@ pmhash_local_forget(const PmhashKey *key)
 		 */
 		pmhash_pool_close(local);
 	}
-}
-
-/*
- * Give primary segment segno one more (empty) overflow segment.  Index
- * lock exclusive.
- */
-void
-pmhash_add_overflow_segment(PmhashIndex *idx, uint32 segno)
-{
-	uint32		newseg;
-
-	pmhash_reserve_segments(idx, 1);
-	newseg = pmhash_cb_alloc_segment(idx);
-	START_CRIT_SECTION();
-	if (pmh_add_overflow(&idx->local->pool, &idx->cb, segno, newseg) != 0)
-		pmhash_report_io_error(idx->rel, "extend overflow chain in");
-	idx->shared->overflows++;
-	END_CRIT_SECTION();
-}
-
-/* a random, non-zero pool id */
-uint64
-pmhash_new_pool_id(void)
-{
-	uint64		id = 0;
-
-	if (!pg_strong_random(&id, sizeof(id)))
-		ereport(ERROR,
-				(errcode(ERRCODE_INTERNAL_ERROR),
-				 errmsg("could not generate a random pool id")));
-	return id == 0 ? 1 : id;
 }

@@ -1,7 +1,8 @@
 /*-------------------------------------------------------------------------
  *
  * pmhashstats.c
- *	  Persist traffic of pmhash pools and the media model.
+ *	  Statistics of pmhash indexes: persist traffic, the media model, and
+ *	  the SQL functions that report them.
  *
  * Every flush and fence of a pool goes through the core's choke point,
  * which calls pmhash_stats_flush_hook.  The hook counts, per index and for
@@ -17,11 +18,20 @@
  * tag so that traffic the model attributes to a dropped index's lines is
  * not charged to the next index in the same slot.
  *
+ * SQL functions: pmhash_stats(index), one row on an index (entries, pool
+ * file, sizes, fill, depth, segments, backup-log use, persist traffic);
+ * pmhash_load_progress(index), how much of an index's shared state is
+ * rebuilt since the restart; pmhash_media_stats() and pmhash_reset_stats(),
+ * the cluster's counters.  pmhash_check(index) is in pmhashcheck.c.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/relation.h"
 #include "catalog/pg_authid.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
 #include "funcapi.h"
 #include "miscadmin.h"
 #include "port/atomics.h"
@@ -29,6 +39,7 @@
 #include "storage/shmem.h"
 #include "utils/acl.h"
 #include "utils/builtins.h"
+#include "utils/rel.h"
 #include "utils/timestamp.h"
 
 #include "pmh_media.h"
@@ -537,4 +548,125 @@ pmhash_reset_stats(PG_FUNCTION_ARGS)
 	pmhash_statsblk->reset_time = GetCurrentTimestamp();
 	LWLockRelease(&pmhash_statsblk->lock);
 	PG_RETURN_VOID();
+}
+
+/*
+ * Open an index for one of these functions: it must be a pmhash index, and
+ * the caller its owner or have the privileges of the predefined role
+ * "role" (pg_read_all_stats for the statistics, pg_monitor for the check,
+ * which locks the index exclusively while it reads the whole pool);
+ * superusers have both.
+ */
+Relation
+pmhash_open_index(Oid relid, Oid role)
+{
+	Relation	rel = relation_open(relid, AccessShareLock);
+	Oid			amoid = get_index_am_oid("pmhash", true);
+
+	if (rel->rd_rel->relkind != RELKIND_INDEX ||
+		!OidIsValid(amoid) || rel->rd_rel->relam != amoid)
+		ereport(ERROR,
+				(errcode(ERRCODE_WRONG_OBJECT_TYPE),
+				 errmsg("\"%s\" is not a pmhash index",
+						RelationGetRelationName(rel))));
+	if (!rel->rd_index->indislive)
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pmhash index \"%s\" is being dropped",
+						RelationGetRelationName(rel))));
+	if (!pg_class_ownercheck(relid, GetUserId()) &&
+		!has_privs_of_role(GetUserId(), role))
+		ereport(ERROR,
+				(errcode(ERRCODE_INSUFFICIENT_PRIVILEGE),
+				 errmsg("permission denied for pmhash index \"%s\"",
+						RelationGetRelationName(rel)),
+				 errdetail("Only the index owner and roles with privileges of %s may inspect a pmhash index.",
+						   role == ROLE_PG_MONITOR ? "pg_monitor" : "pg_read_all_stats")));
+	return rel;
+}
+
+/*
+ * pmhash_load_progress(regclass): how much of the index's shared state is
+ * rebuilt since the last restart -- primary segments, how many of them are
+ * loaded, and how many backup-log entries wait for their segment's load.
+ * Attaching loads the directory if nothing else has; no segment is loaded.
+ */
+PG_FUNCTION_INFO_V1(pmhash_load_progress);
+Datum
+pmhash_load_progress(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	PmhashIndex idx;
+	TupleDesc	tupdesc;
+	Datum		values[3];
+	bool		nulls[3];
+	uint64		unloaded;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	rel = pmhash_open_index(relid, ROLE_PG_READ_ALL_STATS);
+	pmhash_attach(rel, LW_SHARED, &idx);
+	unloaded = pg_atomic_read_u64(&idx.shared->unloaded);
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum((int64) idx.shared->primaries);
+	values[1] = Int64GetDatum((int64) (idx.shared->primaries - unloaded));
+	LWLockAcquire(&idx.shared->loglock, LW_SHARED);
+	values[2] = Int64GetDatum((int64) idx.shared->log_unverified);
+	LWLockRelease(&idx.shared->loglock);
+	pmhash_detach(&idx);
+	relation_close(rel, AccessShareLock);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
+}
+
+/* pmhash_stats(regclass): one row describing the index */
+PG_FUNCTION_INFO_V1(pmhash_stats);
+Datum
+pmhash_stats(PG_FUNCTION_ARGS)
+{
+	Oid			relid = PG_GETARG_OID(0);
+	Relation	rel;
+	PmhashIndex idx;
+	TupleDesc	tupdesc;
+	Datum		values[9 + PMHASH_STATS_INDEX_COLS];
+	bool		nulls[9 + PMHASH_STATS_INDEX_COLS];
+	char		path[MAXPGPATH];
+	char	   *abspath;
+	uint64		entries;
+	uint64		used;
+
+	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
+		elog(ERROR, "return type must be a row type");
+
+	rel = pmhash_open_index(relid, ROLE_PG_READ_ALL_STATS);
+	pmhash_attach(rel, LW_SHARED, &idx);
+	/* the counts are of loaded segments: load the rest */
+	pmhash_load_all(&idx, true);
+
+	entries = pg_atomic_read_u64(&idx.shared->entries);
+	used = idx.shared->primaries + idx.shared->overflows;
+	pmhash_pool_path(&idx.shared->key, path, sizeof(path));
+	abspath = make_absolute_path(path);
+
+	memset(nulls, 0, sizeof(nulls));
+	values[0] = Int64GetDatum((int64) entries);
+	values[1] = CStringGetTextDatum(abspath);
+	values[2] = Int64GetDatum((int64) pmh_pool_bytes(idx.shared->nsegments));
+	values[3] = Int64GetDatum((int64) (idx.shared->shmem_bytes +
+									   sizeof(PmhashShared)));
+	values[4] = Float8GetDatum(used == 0 ? 0.0 :
+							   (double) entries / ((double) used * PMH_SEG_SLOTS));
+	values[5] = Int32GetDatum(idx.shared->global_depth);
+	values[6] = Int64GetDatum((int64) used);
+	values[7] = Int64GetDatum((int64) idx.shared->log.pending);
+	values[8] = Int32GetDatum(pmhash_log_lines_in_use(&idx));
+	pmhash_stats_index_values(idx.shared->stats_slot, &values[9]);
+	nulls[9 + 7] = DatumGetInt64(values[9]) == 0;	/* no user bytes, no ratio */
+
+	pmhash_detach(&idx);
+	relation_close(rel, AccessShareLock);
+
+	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }

@@ -1,0 +1,172 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashseglock.c
+ *	  Segment locks and optimistic reads.
+ *
+ * Under the index lock held shared, each primary segment with its
+ * overflow chain and D-bucket is guarded by the segment's own lock.
+ * pmhash_lock_hash finds the segment that holds a hash in the directory and
+ * locks it, reading the directory again when the segment split under its
+ * own lock in between (pmhash_split_segment_shared).  The first lock of a
+ * segment since the restart loads it (pmhashrecover.c).  With the index
+ * lock exclusive no segment lock is taken: nobody else can hold one.
+ *
+ * A lookup first reads a segment without its lock, and keeps what it
+ * found only if the segment's version shows that no writer held or took
+ * the lock meanwhile (pmhash_lookup_optimistic).
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "miscadmin.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+
+/*
+ * Lock primary segment segno in mode, loading it first if this is its
+ * first use since the restart.  With the index lock exclusive no segment
+ * lock is taken (nobody else can hold one).  Returns true with the segment
+ * locked and loaded.  Returns false, with nothing locked, when the load
+ * needed the index lock exclusively: the structure may have changed, and
+ * the caller must look the segment up again (the index lock is held in the
+ * caller's mode again).
+ */
+bool
+pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
+{
+	PmhashShared *shared = idx->shared;
+	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+	LWLockMode	entry_mode = idx->mode;
+
+	if (entry_mode == LW_EXCLUSIVE)
+	{
+		if (likely(!shared->load_blocked || pmhash_loading_tail) &&
+			likely(slot->loaded))
+			return true;
+		pmhash_load_exclusive(idx, segno);
+		return false;
+	}
+
+	/* "blocked" is set and cleared under the index lock exclusive */
+	if (likely(!shared->load_blocked))
+	{
+		pmhash_seg_acquire(slot, mode);
+		if (likely(slot->loaded))
+			return true;
+		if (mode != LW_EXCLUSIVE)
+		{
+			pmhash_seg_release(slot);
+			pmhash_seg_acquire(slot, LW_EXCLUSIVE);
+		}
+		if (slot->loaded || pmhash_load_segment_shared(idx, segno, slot))
+		{
+			if (mode != LW_EXCLUSIVE)
+			{
+				/* loaded stays loaded while the index lock is held */
+				pmhash_seg_release(slot);
+				pmhash_seg_acquire(slot, mode);
+			}
+			return true;
+		}
+		pmhash_seg_release(slot);
+	}
+
+	/* load with the index lock exclusive, then look again */
+	pmhash_relock(idx, LW_EXCLUSIVE);
+	pmhash_load_exclusive(idx, segno);
+	pmhash_relock(idx, entry_mode);
+	return false;
+}
+
+/* release what pmhash_lock_segment took */
+void
+pmhash_unlock_segment(PmhashIndex *idx, uint32 segno)
+{
+	if (idx->mode != LW_EXCLUSIVE)
+		pmhash_seg_release(pmhash_seg_slot(idx, segno));
+}
+
+/*
+ * Lock, in mode, the primary segment that holds hash, loading it first if
+ * this is its first use since the restart, and return its number (index
+ * lock held; in the same mode on return).  The directory may name a
+ * segment that split under its own lock after the directory was read and
+ * before the segment was locked (pmhash_split_segment_shared): its word,
+ * read under the lock, no longer covers the hash, and the directory, which
+ * the split updated before letting the segment go, is read again.
+ */
+uint32
+pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode)
+{
+	int			moved = 0;
+
+	for (;;)
+	{
+		uint32		segno = pmhash_lookup_segment(idx, hash);
+		uint64		word;
+
+		if (!pmhash_lock_segment(idx, segno, mode))
+			continue;
+		word = pmhash_seg_meta(idx, segno)->word;
+		if (likely(pmh_hash_in_segment(hash, word)))
+			return segno;
+		pmhash_unlock_segment(idx, segno);
+		elog(DEBUG2, "pmhash index \"%s\": segment %u split after the directory was read; reading it again",
+			 RelationGetRelationName(idx->rel), segno);
+
+		/*
+		 * Each retry follows a split that happened meanwhile, and a hash
+		 * can move at most PMH_MAX_DEPTH times: more means a directory
+		 * entry that stays wrong, which must not hang the backend (it
+		 * holds LWLocks, so it could not be cancelled).
+		 */
+		if (++moved > 4 * PMH_MAX_DEPTH)
+			elog(ERROR, "pmhash index \"%s\": directory entry for hash %016llx names segment %u, which holds depth %d prefix %llx",
+				 RelationGetRelationName(idx->rel),
+				 (unsigned long long) hash, segno, pmh_segword_depth(word),
+				 (unsigned long long) pmh_segword_prefix(word));
+	}
+}
+
+/*
+ * Look hash up in primary segment segno without its lock, as
+ * pmh_version_read_begin describes (index lock shared): the segment and its
+ * chain, then its D-bucket, into tags[0..max-1].  Returns false when a
+ * writer held or took the segment meanwhile, the segment is not loaded
+ * yet, or it no longer holds the hash (it split after the directory was
+ * read): then nothing it found may be used, and the caller looks again
+ * under the lock (pmhash_lock_hash).  Else sets *n to the number of
+ * entries, which may exceed max.
+ */
+bool
+pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
+						 uint64 *tags, int max, int *n)
+{
+	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
+	uint32		version;
+	int			found;
+
+	Assert(idx->mode == LW_SHARED);
+	/* counting media reads: read once, under the lock */
+	if (idx->local->pool.read_hook != NULL)
+		return false;
+	version = pmh_version_read_begin(&slot->version);
+	/* (an odd version fails the check below anyway: skip the reads) */
+	if ((version & 1) != 0 || !slot->loaded || idx->shared->load_blocked)
+		return false;
+	/* the metadata is read after "loaded" (set after a write barrier) */
+	pg_read_barrier();
+	/* split since the directory was read: look again (pmhash_lock_hash) */
+	if (!pmh_hash_in_segment(hash, __atomic_load_n(&meta->word,
+												   __ATOMIC_RELAXED)))
+		return false;
+	found = pmh_lookup_all(&idx->local->pool, &idx->cb, meta, segno, hash,
+						   tags, max);
+	if (!pmh_version_read_valid(&slot->version, version))
+		return false;
+	*n = found;
+	return true;
+}
