@@ -83,8 +83,8 @@ unit: $(UNIT_TESTS)
 # The benchmark driver of the core alone (test/bench/pmh_bench.c): the
 # write path, searches and deletes without a server; see README.md,
 # "Benchmarks".  Built, not run, by "make bench-core".
-test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c $(CORE_TEST_LIBS) -lm
+test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h src/core/pmh_writepath.c src/core/pmh_writepath.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c src/core/pmh_writepath.c $(CORE_TEST_LIBS) -lm
 
 .PHONY: bench-core
 bench-core: test/bench/pmh_bench

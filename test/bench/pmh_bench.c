@@ -70,6 +70,7 @@
  *-------------------------------------------------------------------------
  */
 #include "pmh_core.h"
+#include "pmh_writepath.h"
 #include "pmh_media.h"
 #include "../unit/unit_util.h"
 
@@ -317,12 +318,6 @@ make_stream(uint64 count, uint64 base, uint64 n, bool zipf, uint64 seed)
  * ---------------------------------------------------------------------
  */
 
-typedef struct LogLineState
-{
-	uint16		pending;		/* slots whose entries wait in a D-bucket */
-	int16		owner;			/* thread appending to it, or -1 */
-} LogLineState;
-
 /*
  * A segment's lock and version (pmh_version_read_begin), one cache line,
  * as the server's PmhashSegSlot: a lookup reads the version and the lock
@@ -361,13 +356,9 @@ typedef struct Table
 	pthread_rwlock_t idxlock;
 
 	pthread_mutex_t loglock;
-	LogLineState *lines;		/* PMH_LOG_MAX_LINES */
-	uint64	   *linefree;		/* bit per line: free (nothing pending, no
-								 * owner), 64 lines a word (PmhashLogChunk) */
-	uint32		log_nexts;
-	uint32		log_cursor;
+	PmhLogChunk *logchunks;		/* line states of PMH_LOG_MAX_LINES lines */
+	PmhLogState log;			/* the core's counters (pmh_writepath.h) */
 	uint32		log_ext_segs[PMH_LOG_MAX_EXTS];
-	bool		vacuum_active;
 
 	PmhMediaModel *media;		/* NULL: no model */
 	/* fences traced in this phase (atomic): on a line of its own */
@@ -396,6 +387,7 @@ typedef struct Worker
 	int			nclog;
 	int32		log_line;		/* owned backup-log line, or -1 */
 	int			log_used;
+	PmhWriter	wr;				/* the core's write path, as this thread */
 	/*
 	 * The phase's flushed ranges, in order, replayed into the media model
 	 * after it; those from nfenced on wait for their fence's number
@@ -419,6 +411,9 @@ typedef struct Worker
 	double		wall_start;		/* when it started and ended the phase */
 	double		wall_end;
 } Worker;
+
+static void worker_init(Worker *w, Table *t, int id);
+static void writer_init(Worker *w);
 
 /* PmhCallbacks.get_meta */
 static PmhSegMeta *
@@ -621,14 +616,9 @@ table_create(uint64 entries)
 
 	pthread_mutex_init(&t->loglock, NULL);
 	pthread_mutex_init(&t->freelock, NULL);
-	t->lines = pg_malloc(sizeof(LogLineState) * PMH_LOG_MAX_LINES);
-	for (i = 0; i < PMH_LOG_MAX_LINES; i++)
-	{
-		t->lines[i].pending = 0;
-		t->lines[i].owner = -1;
-	}
-	t->linefree = pg_malloc(sizeof(uint64) * (PMH_LOG_MAX_LINES / 64));
-	memset(t->linefree, 0xff, sizeof(uint64) * (PMH_LOG_MAX_LINES / 64));
+	t->logchunks = pg_malloc(sizeof(PmhLogChunk) * (PMH_LOG_MAX_LINES / PMH_LOG_CHUNK));
+	for (i = 0; i < PMH_LOG_MAX_LINES / PMH_LOG_CHUNK; i++)
+		pmh_wp_chunk_init(&t->logchunks[i]);
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
 		t->log_ext_segs[i] = PMH_NO_SEGMENT;
 
@@ -640,6 +630,12 @@ table_create(uint64 entries)
 	t->cb.get_meta = cb_get_meta;
 	t->cb.alloc_segment = cb_alloc_segment;
 	t->cb.arg = t;
+	{
+		Worker		setup;
+
+		worker_init(&setup, t, 0);
+		pmh_wp_log_init(&setup.wr, PMH_LOG_LINES, PMH_LOG_MAX_EXTS);
+	}
 	return t;
 }
 
@@ -652,8 +648,7 @@ table_destroy(Table *t)
 	free(t->seglock);
 	free(t->freesegs);
 	free(t->dir);
-	free(t->lines);
-	free(t->linefree);
+	free(t->logchunks);
 	free(t->media);
 	free(t);
 }
@@ -673,6 +668,7 @@ worker_init(Worker *w, Table *t, int id)
 	w->pool.read_hook = bench_read_hook;
 	w->pool.flush_hook_arg = w;
 	w->log_line = -1;
+	writer_init(w);
 }
 
 /* free the workers and their traces */
@@ -824,134 +820,6 @@ seg_lock_hash(Table *t, uint64 hash, bool exclusive)
  * ---------------------------------------------------------------------
  */
 
-/* lines of the backup log: the fixed ones and those of log segments */
-static inline uint32
-log_nlines(const Table *t)
-{
-	return PMH_LOG_LINES + t->log_nexts * PMH_LOG_EXT_LINES;
-}
-
-/* should a full log grow rather than be emptied (pmhash_log_should_grow) */
-static bool
-log_should_grow(const Table *t)
-{
-	return t->log_nexts < PMH_LOG_MAX_EXTS &&
-		log_nlines(t) < t->primaries + t->primaries / 2 + PMH_LOG_EXT_LINES;
-}
-
-/* add a log segment of 64 lines; index lock exclusive */
-static void
-log_add_extension(Worker *w)
-{
-	Table	   *t = w->t;
-	uint32		ext = t->log_nexts;
-	uint32		segno = cb_alloc_segment(t);
-
-	if (segno == PMH_NO_SEGMENT)
-		pool_full();
-	if (pmh_add_log_segment(&w->pool, segno, ext) != 0)
-		die("pmh_add_log_segment: %m");
-	pmh_meta_reset(&t->meta[segno], pmh_segword_make_log(ext));
-	pthread_mutex_lock(&t->loglock);
-	t->log_ext_segs[ext] = segno;
-	t->log_nexts++;
-	pthread_mutex_unlock(&t->loglock);
-}
-
-/* bring line l's free bit up to date with its state (log lock held) */
-static inline void
-log_note_line(Table *t, uint32 l)
-{
-	uint64		bit = UINT64CONST(1) << (l % 64);
-
-	if (t->lines[l].pending == 0 && t->lines[l].owner < 0)
-		t->linefree[l / 64] |= bit;
-	else
-		t->linefree[l / 64] &= ~bit;
-}
-
-/* the owner gives line l up (log lock held) */
-static inline void
-log_disown(Table *t, uint32 l)
-{
-	t->lines[l].owner = -1;
-	log_note_line(t, l);
-}
-
-/* word w of the free-line masks (pmh_log_find_free) */
-static uint64
-log_free_word(const void *arg, uint32 w)
-{
-	return ((const Table *) arg)->linefree[w];
-}
-
-/* mark released backup-log slots free (log lock held) */
-static void
-log_unpend(Table *t, const uint32 *slots, int n)
-{
-	int			i;
-
-	for (i = 0; i < n; i++)
-	{
-		uint32		l = slots[i] / PMH_BUCKET_SLOTS;
-
-		t->lines[l].pending &= (uint16) ~(1 << (slots[i] % PMH_BUCKET_SLOTS));
-		if (t->lines[l].pending == 0)
-			log_note_line(t, l);
-	}
-}
-
-/*
- * Release backup-log slots whose entries are in their segment now, or
- * gone; with "zero", or while deletes run, clear and persist their tags
- * first (pmhash_log_release: outside the log lock, while the slots are
- * still pending; whether deletes run is decided under the lock).
- */
-static void
-log_release(Worker *w, const uint32 *slots, int n, bool zero)
-{
-	Table	   *t = w->t;
-
-	if (n == 0)
-		return;
-	if (!zero)
-	{
-		pthread_mutex_lock(&t->loglock);
-		if (!t->vacuum_active)
-		{
-			log_unpend(t, slots, n);
-			pthread_mutex_unlock(&t->loglock);
-			return;
-		}
-		pthread_mutex_unlock(&t->loglock);
-	}
-	if (pmh_log_clear_slots(&w->pool, slots, n) != 0)
-		die("clearing backup-log slots: %m");
-	pthread_mutex_lock(&t->loglock);
-	log_unpend(t, slots, n);
-	pthread_mutex_unlock(&t->loglock);
-}
-
-/*
- * Relocate the D-bucket of primary segno and release its log slots; the
- * verdict says what to do when there is no room (pmhash_relocate_segment).
- */
-static PmhInsertResult
-relocate_segment(Worker *w, uint32 segno)
-{
-	uint32		released[PMH_DBUCKET_SLOTS];
-	int			nrel;
-	int			ndup;
-	PmhInsertResult r;
-
-	r = pmh_relocate(&w->pool, &w->t->cb, segno, false, true,
-					 released, &nrel, &ndup);
-	if (r == PMH_INSERT_IOERROR)
-		die("pmh_relocate: %m");
-	log_release(w, released, nrel, false);
-	return r;
-}
-
 /* split primary segno and update the directory; index lock exclusive */
 static void
 split_segment(Worker *w, uint32 segno)
@@ -1046,197 +914,170 @@ add_overflow(Worker *w, uint32 segno)
 	t->overflows++;
 }
 
-/* act on a "no room" verdict; index lock exclusive */
-static void
-make_room(Worker *w, uint32 segno, PmhInsertResult r)
-{
-	if (r == PMH_INSERT_SPLIT)
-		split_segment(w, segno);
-	else if (r == PMH_INSERT_OVERFLOW)
-		add_overflow(w, segno);
-	else
-		die("no remedy for segment %u: verdict %d", segno, (int) r);
-}
-
 /*
- * Put an entry whose log copy is persistent into its segment's D-bucket,
- * relocating a full D-bucket first (pmhash_place_pending).  The index lock
- * is held in the same mode on return.
+ * The core's write path (src/core/pmh_writepath.c) as one thread drives
+ * it: the callbacks through which it takes this table's locks and makes
+ * room.  Their argument is the Worker.
  */
+
 static void
-place_pending(Worker *w, uint64 hash, uint64 tag, uint32 logslot)
+wp_log_lock(void *arg)
 {
-	Table	   *t = w->t;
-	bool		entry_exclusive = w->exclusive;
-
-	for (;;)
-	{
-		bool		locked = !w->exclusive;
-		uint32		segno = locked ? seg_lock_hash(t, hash, true) :
-			dir_lookup(t, hash);
-		PmhSegMeta *m = &t->meta[segno];
-		PmhInsertResult r;
-
-		if (m->npending < PMH_DBUCKET_SLOTS)
-		{
-			pmh_pending_add(m, hash, tag, logslot);
-			if (locked)
-				seg_unlock(t, segno);
-			if (w->exclusive != entry_exclusive)
-				idx_relock(w, entry_exclusive);
-			return;
-		}
-		r = relocate_segment(w, segno);
-		if (r == PMH_INSERT_SPLIT && locked && split_segment_shared(w, segno))
-			r = PMH_INSERT_DONE;
-		if (locked)
-			seg_unlock(t, segno);
-		if (r != PMH_INSERT_DONE && locked)
-		{
-			/* the whole index is needed; look again */
-			idx_relock(w, true);
-			continue;
-		}
-		if (r != PMH_INSERT_DONE)
-			make_room(w, segno, r);
-	}
+	pthread_mutex_lock(&((Worker *) arg)->t->loglock);
 }
 
-/* relocate every D-bucket (the log is full); index lock exclusive */
 static void
-relocate_all(Worker *w)
+wp_log_unlock(void *arg)
 {
-	Table	   *t = w->t;
-	bool		again = true;
-
-	while (again)
-	{
-		uint32		segno;
-
-		again = false;
-		for (segno = 0; segno < t->nseg; segno++)
-		{
-			PmhSegMeta *m = &t->meta[segno];
-			PmhInsertResult r;
-
-			if (m->npending == 0 || !pmh_segword_is_valid(m->word) ||
-				pmh_segword_is_overflow(m->word))
-				continue;
-			r = relocate_segment(w, segno);
-			if (r != PMH_INSERT_DONE)
-			{
-				make_room(w, segno, r);
-				again = true;
-			}
-		}
-	}
+	pthread_mutex_unlock(&((Worker *) arg)->t->loglock);
 }
 
-/*
- * Own a backup-log line with room for n more entries and reserve them
- * (pmhash_log_reserve): returns the line, *first the first slot.
- */
+static PmhLogChunk *
+wp_log_chunk(void *arg, uint32 c)
+{
+	return &((Worker *) arg)->t->logchunks[c];
+}
+
+static bool
+wp_index_exclusive(void *arg)
+{
+	return ((Worker *) arg)->exclusive;
+}
+
+static void
+wp_relock(void *arg, bool exclusive)
+{
+	idx_relock((Worker *) arg, exclusive);
+}
+
+/* the primary of hash, locked unless the index lock is exclusive */
 static uint32
-log_reserve(Worker *w, int n, int *first)
+wp_lock_hash(void *arg, uint64 hash)
 {
-	Table	   *t = w->t;
-	int			attempt;
-	uint32		line;
+	Worker	   *w = (Worker *) arg;
 
-	for (attempt = 0;; attempt++)
-	{
-		int32		l;
-		bool		entry_exclusive;
+	return w->exclusive ? dir_lookup(w->t, hash) :
+		seg_lock_hash(w->t, hash, true);
+}
 
-		pthread_mutex_lock(&t->loglock);
-		if (w->log_line >= 0)
-		{
-			if (PMH_BUCKET_SLOTS - w->log_used >= n)
-				break;
-			log_disown(t, (uint32) w->log_line);
-		}
-		w->log_line = -1;
-		l = pmh_log_find_free(log_free_word, t, log_nlines(t) / 64,
-							  t->log_cursor);
-		if (l >= 0)
-		{
-			/* what it held is relocated: start it empty (no flush) */
-			memset(pmh_log_line(&w->pool, (uint32) l), 0, PMH_LINE_BYTES);
-			t->lines[l].owner = (int16) w->id;
-			log_note_line(t, (uint32) l);
-			w->log_line = l;
-			w->log_used = 0;
-			t->log_cursor = ((uint32) l + 1) % log_nlines(t);
-			break;
-		}
-		pthread_mutex_unlock(&t->loglock);
+static void
+wp_unlock_segment(void *arg, uint32 segno)
+{
+	Worker	   *w = (Worker *) arg;
 
-		if (attempt > 1)
-			die("the backup log is full");
-		entry_exclusive = w->exclusive;
-		if (!w->exclusive)
-			idx_relock(w, true);
-		if (attempt == 0 && log_should_grow(t))
-			log_add_extension(w);
-		else
-			relocate_all(w);
-		if (w->exclusive != entry_exclusive)
-			idx_relock(w, entry_exclusive);
-	}
-	line = (uint32) w->log_line;
-	*first = w->log_used;
-	t->lines[line].pending |= (uint16) (((1 << n) - 1) << w->log_used);
-	w->log_used += n;
-	pthread_mutex_unlock(&t->loglock);
-	return line;
+	if (!w->exclusive)
+		seg_unlock(w->t, segno);
+}
+
+/* for prefetching: the segment and its lock word */
+static uint32
+wp_lookup_segment(void *arg, uint64 hash)
+{
+	Worker	   *w = (Worker *) arg;
+	uint32		segno = dir_lookup(w->t, hash);
+
+	pmh_prefetch_write(&w->t->seglock[segno].state);
+	return segno;
+}
+
+static bool
+wp_split_shared(void *arg, uint32 segno)
+{
+	return split_segment_shared((Worker *) arg, segno);
+}
+
+static bool
+wp_split(void *arg, uint32 segno)
+{
+	split_segment((Worker *) arg, segno);
+	return true;
+}
+
+static bool
+wp_add_overflow(void *arg, uint32 segno)
+{
+	add_overflow((Worker *) arg, segno);
+	return true;
+}
+
+/* a log segment of 64 lines (their states are set up in advance) */
+static bool
+wp_add_log_segment(void *arg)
+{
+	Worker	   *w = (Worker *) arg;
+	uint32		segno = cb_alloc_segment(w->t);
+
+	if (segno == PMH_NO_SEGMENT)
+		pool_full();
+	return pmh_wp_log_extend(&w->wr, segno, w->t->log_ext_segs) == PMH_WP_OK;
+}
+
+static uint32
+wp_nsegments(void *arg)
+{
+	return ((Worker *) arg)->t->nseg;
+}
+
+static uint64
+wp_primaries(void *arg)
+{
+	return ((Worker *) arg)->t->primaries;
+}
+
+static void
+wp_error(void *arg, PmhWpStatus status, const char *what, bool fatal)
+{
+	die("could not %s pool (status %d): %m", what, (int) status);
+}
+
+static const PmhWriteOps bench_write_ops = {
+	.log_lock = wp_log_lock,
+	.log_unlock = wp_log_unlock,
+	.log_chunk = wp_log_chunk,
+	.index_exclusive = wp_index_exclusive,
+	.relock = wp_relock,
+	.lock_hash = wp_lock_hash,
+	.unlock_segment = wp_unlock_segment,
+	.lookup_segment = wp_lookup_segment,
+	.split_shared = wp_split_shared,
+	.split = wp_split,
+	.add_overflow = wp_add_overflow,
+	.add_log_segment = wp_add_log_segment,
+	.nsegments = wp_nsegments,
+	.primaries = wp_primaries,
+	.error = wp_error,
+};
+
+/* the worker's writer of the core's write path */
+static void
+writer_init(Worker *w)
+{
+	w->wr.pool = &w->pool;
+	w->wr.cb = &w->t->cb;
+	w->wr.ops = &bench_write_ops;
+	w->wr.arg = w;
+	w->wr.log = &w->t->log;
+	w->wr.id = w->id;
+	w->wr.own_line = &w->log_line;
+	w->wr.own_used = &w->log_used;
+	w->wr.check_segment = false;
+	w->wr.faults = 0;
 }
 
 /*
  * Write the collecting log to the backup log (one persist, one fence), then
- * put its entries into their D-buckets (pmhash_log_flush).  Index lock
- * held (any mode).
+ * put its entries into their D-buckets (pmh_wp_flush, as the server's
+ * flush).  Index lock held (any mode).
  */
 static void
 log_flush(Worker *w)
 {
-	PmhEntry	e[PMH_BUCKET_SLOTS];
-	uint32		segs[PMH_BUCKET_SLOTS];
 	int			n = w->nclog;
-	int			first;
-	uint32		line;
-	int			i;
 
 	if (n == 0)
 		return;
-	memcpy(e, w->clog, sizeof(PmhEntry) * n);
-	line = log_reserve(w, n, &first);
-	if (pmh_log_write(&w->pool, line, first, e, n) != 0)
-		die("pmh_log_write: %m");
 	w->nclog = 0;
-	/*
-	 * Start loading every target segment's lock and D-bucket count, then
-	 * what placing the entry writes (pmhash_log_flush does the same)
-	 */
-	for (i = 0; i < n; i++)
-	{
-		segs[i] = dir_lookup(w->t, e[i].hash);
-		pmh_prefetch_write(&w->t->seglock[segs[i]].state);
-		pmh_prefetch(&w->t->meta[segs[i]].npending);
-	}
-	for (i = 0; i < n; i++)
-		pmh_pending_prefetch(&w->pool, &w->t->cb, segs[i]);
-	for (i = 0; i < n; i++)
-		pmh_relocate_prefetch(&w->pool, &w->t->cb, segs[i]);
-	for (i = 0; i < n; i++)
-		place_pending(w, e[i].hash, e[i].tag,
-					  line * PMH_BUCKET_SLOTS + (uint32) (first + i));
-	if (w->log_used == PMH_BUCKET_SLOTS)
-	{
-		pthread_mutex_lock(&w->t->loglock);
-		log_disown(w->t, (uint32) w->log_line);
-		pthread_mutex_unlock(&w->t->loglock);
-		w->log_line = -1;
-	}
+	(void) pmh_wp_flush(&w->wr, w->clog, n);
 }
 
 /* ---------------------------------------------------------------------
@@ -1310,7 +1151,8 @@ op_insert_direct(Worker *w, uint64 k)
 			idx_relock(w, true);
 			continue;
 		}
-		make_room(w, segno, r);
+		if (pmh_wp_make_room(&w->wr, segno, r) != PMH_WP_OK)
+			die("no remedy for segment %u: verdict %d", segno, (int) r);
 	}
 	idx_unlock(w);
 }
@@ -1514,7 +1356,7 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 				uint32		logslot = m->pending[i].logslot;
 
 				pmh_pending_remove(m, (int) i);
-				log_release(w, &logslot, 1, true);
+				(void) pmh_wp_release(&w->wr, &logslot, 1, true);
 				found = true;
 				break;
 			}
@@ -1529,36 +1371,13 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 
 /*
  * Before deletes: clear and persist every released log slot that still
- * holds a copy, and have relocations clear theirs (pmhash_log_vacuum_begin).
+ * holds a copy, and have releases clear theirs (pmh_wp_vacuum_begin, as
+ * the server's VACUUM).
  */
 static void
 vacuum_begin(Worker *w)
 {
-	Table	   *t = w->t;
-	uint32		l;
-
-	pthread_mutex_lock(&t->loglock);
-	t->vacuum_active = true;
-	pmh_batch_begin(&w->pool);
-	for (l = 0; l < log_nlines(t); l++)
-	{
-		PmhEntry   *e = pmh_log_line(&w->pool, l);
-		bool		dirty = false;
-		int			s;
-
-		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
-		{
-			if ((t->lines[l].pending & (1 << s)) || e[s].tag == 0)
-				continue;
-			e[s].tag = 0;
-			dirty = true;
-		}
-		if (dirty)
-			(void) pmh_persist(&w->pool, e, PMH_LINE_BYTES);
-	}
-	if (pmh_batch_end(&w->pool) != 0)
-		die("clearing the backup log: %m");
-	pthread_mutex_unlock(&t->loglock);
+	(void) pmh_wp_vacuum_begin(&w->wr);
 }
 
 typedef enum BenchOp
@@ -2213,7 +2032,7 @@ note_shape(const Table *t, uint64 entries)
 	(void) count_entries(t, &inseg, &slots);
 	load_shape.primaries = t->primaries;
 	load_shape.overflows = t->overflows;
-	load_shape.log_segments = t->log_nexts;
+	load_shape.log_segments = t->log.nexts;
 	load_shape.gd = t->gd;
 	load_shape.splits = t->splits;
 	load_shape.splits_shared = t->splits_shared;
