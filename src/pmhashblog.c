@@ -266,16 +266,10 @@ pmhash_writer(PmhashIndex *idx, PmhWriter *w)
 		local->log_used = 0;
 		local->log_generation = shared->generation;
 	}
-	w->pool = &local->pool;
-	w->cb = &idx->cb;
-	w->ops = &pmhash_write_ops;
-	w->arg = idx;
-	w->log = &shared->log;
-	w->id = MyProc->pgprocno;
-	w->own_line = &local->log_line;
-	w->own_used = &local->log_used;
+	pmh_wp_writer_init(w, &local->pool, &idx->cb, &pmhash_write_ops, idx,
+					   &shared->log, MyProc->pgprocno, &local->log_line,
+					   &local->log_used);
 	w->check_segment = shared->stale;
-	w->faults = 0;
 }
 
 /*
@@ -287,10 +281,8 @@ pmhash_log_writer(PmhashShared *shared, PmhashIndex *idx, PmhWriter *w)
 {
 	memset(idx, 0, sizeof(*idx));
 	idx->shared = shared;
-	memset(w, 0, sizeof(*w));
-	w->ops = &pmhash_write_ops;
-	w->arg = idx;
-	w->log = &shared->log;
+	pmh_wp_writer_init(w, NULL, NULL, &pmhash_write_ops, idx, &shared->log,
+					   -1, NULL, NULL);
 }
 
 /* ---------------------------------------------------------------------

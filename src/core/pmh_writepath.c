@@ -42,6 +42,28 @@ pmh_wp_fail(PmhWriter *w, PmhWpStatus status, const char *what, bool fatal)
 	return status;
 }
 
+/*
+ * Fill in a writer: its pool and segment callbacks, the caller's ops and
+ * their argument, the log it writes to, its owner number and where it
+ * keeps the line it appends to.  No fault points, no duplicate checks.
+ */
+void
+pmh_wp_writer_init(PmhWriter *w, PmhPool *pool, const PmhCallbacks *cb,
+				   const PmhWriteOps *ops, void *arg, PmhLogState *log,
+				   int32 id, int32 *own_line, int *own_used)
+{
+	w->pool = pool;
+	w->cb = cb;
+	w->ops = ops;
+	w->arg = arg;
+	w->log = log;
+	w->id = id;
+	w->own_line = own_line;
+	w->own_used = own_used;
+	w->check_segment = false;
+	w->faults = 0;
+}
+
 /* ---------------------------------------------------------------------
  * Line states.  The caller holds the log lock (or, while it sets the log
  * up, has the index to itself).

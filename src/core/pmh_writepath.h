@@ -176,6 +176,11 @@ typedef struct PmhWriter
 	int			faults;			/* PMH_WP_FAULT_* */
 } PmhWriter;
 
+extern void pmh_wp_writer_init(PmhWriter *w, PmhPool *pool,
+							   const PmhCallbacks *cb, const PmhWriteOps *ops,
+							   void *arg, PmhLogState *log, int32 id,
+							   int32 *own_line, int *own_used);
+
 /* ---- line states (log lock held) ---- */
 extern void pmh_wp_log_init(PmhWriter *w, uint32 fixed_lines, uint32 max_exts);
 extern void pmh_wp_chunk_init(PmhLogChunk *c);

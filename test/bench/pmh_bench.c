@@ -1052,16 +1052,8 @@ static const PmhWriteOps bench_write_ops = {
 static void
 writer_init(Worker *w)
 {
-	w->wr.pool = &w->pool;
-	w->wr.cb = &w->t->cb;
-	w->wr.ops = &bench_write_ops;
-	w->wr.arg = w;
-	w->wr.log = &w->t->log;
-	w->wr.id = w->id;
-	w->wr.own_line = &w->log_line;
-	w->wr.own_used = &w->log_used;
-	w->wr.check_segment = false;
-	w->wr.faults = 0;
+	pmh_wp_writer_init(&w->wr, &w->pool, &w->t->cb, &bench_write_ops, w,
+					   &w->t->log, w->id, &w->log_line, &w->log_used);
 }
 
 /*

@@ -146,14 +146,8 @@ static const PmhWriteOps tlog_ops = {
 static void
 tlog_fill_writer(TPool *tp)
 {
-	tp->w.pool = &tp->pool;
-	tp->w.cb = &tp->cb;
-	tp->w.ops = &tlog_ops;
-	tp->w.arg = tp;
-	tp->w.log = &tp->log;
-	tp->w.id = 1;
-	tp->w.own_line = &tp->own_line;
-	tp->w.own_used = &tp->own_used;
+	pmh_wp_writer_init(&tp->w, &tp->pool, &tp->cb, &tlog_ops, tp, &tp->log,
+					   1, &tp->own_line, &tp->own_used);
 	tp->w.check_segment = true;
 	tp->w.faults = tp->faults;
 }
