@@ -1,0 +1,32 @@
+/*-------------------------------------------------------------------------
+ *
+ * test_core.h
+ *	  The tests of test/unit/test_core, the unit-test program of the core:
+ *	  one source file per concern of the core, each defining its tests;
+ *	  test_core.c lists them and runs them.  Helpers that several of these
+ *	  files (or other test programs) need are in tpool.h.
+ *
+ *-------------------------------------------------------------------------
+ */
+#ifndef TEST_CORE_H
+#define TEST_CORE_H
+
+#include "tpool.h"
+#include "unit_check.h"
+
+/* segment word bits, as documented in pmh_core.h */
+#define T_WORD_VALID		(UINT64CONST(1) << 63)
+#define T_WORD_OVERFLOW		(UINT64CONST(1) << 62)
+
+/* test_pool.c: pool header, segment words, tags, persistence, batches */
+extern void test_header(void);
+extern void test_header_file(void);
+extern void test_segment_words(void);
+extern void test_tags(void);
+extern void test_persist_stats(void);
+extern void test_batch(void);
+extern void test_batch_msync(void);
+extern void test_batch_error(void);
+extern void test_pool_state(void);
+
+#endif							/* TEST_CORE_H */
