@@ -29,4 +29,13 @@ extern void test_batch_msync(void);
 extern void test_batch_error(void);
 extern void test_pool_state(void);
 
+/* test_segment.c: insert, lookup, fingerprints, duplicates, delete */
+extern void test_fingerprints(void);
+extern void test_fpt_crowd(void);
+extern void test_fpt_full(void);
+extern void test_insert_lookup(void);
+extern void test_duplicates(void);
+extern void test_delete_reinsert(void);
+extern void test_optimistic_lookups(void);
+
 #endif							/* TEST_CORE_H */
