@@ -38,4 +38,13 @@ extern void test_duplicates(void);
 extern void test_delete_reinsert(void);
 extern void test_optimistic_lookups(void);
 
+/* test_split.c: splits, overflow chains, crashes before their publish */
+extern void test_crash_split_unpublished(void);
+extern void test_crash_split_chain(void);
+extern void test_crash_overflow_unlinked(void);
+extern void test_split_usefulness(void);
+extern void test_split_enospc(void);
+extern void test_split_reserved(void);
+extern void test_max_depth(void);
+
 #endif							/* TEST_CORE_H */
