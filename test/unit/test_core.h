@@ -47,4 +47,10 @@ extern void test_split_enospc(void);
 extern void test_split_reserved(void);
 extern void test_max_depth(void);
 
+/* test_log.c: the backup log and log segments */
+extern void test_log_find_free(void);
+extern void test_log_clear_slots(void);
+extern void test_log_write(void);
+extern void test_log_segments(void);
+
 #endif							/* TEST_CORE_H */
