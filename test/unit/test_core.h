@@ -53,4 +53,14 @@ extern void test_log_clear_slots(void);
 extern void test_log_write(void);
 extern void test_log_segments(void);
 
+/* test_dbucket.c: D-buckets and their relocation */
+extern void test_pending_bookkeeping(void);
+extern void test_relocate_full_dbucket(void);
+extern void test_relocate_duplicates(void);
+extern void test_rank_lines(void);
+extern void test_relocate_best_fit(void);
+extern void test_relocate_no_room_split(void);
+extern void test_relocate_no_room_overflow(void);
+extern void test_relocate_unchecked(void);
+
 #endif							/* TEST_CORE_H */
