@@ -63,4 +63,11 @@ extern void test_relocate_no_room_split(void);
 extern void test_relocate_no_room_overflow(void);
 extern void test_relocate_unchecked(void);
 
+/* test_recover.c: the directory and recovery */
+extern void test_directory(void);
+extern void test_recovery_clean(void);
+extern void test_corruption(void);
+extern void test_relocate_recovery(void);
+extern void test_recover_zeroes_free(void);
+
 #endif							/* TEST_CORE_H */
