@@ -70,4 +70,10 @@ extern void test_corruption(void);
 extern void test_relocate_recovery(void);
 extern void test_recover_zeroes_free(void);
 
+/* test_torn.c: torn writes of a bucket line */
+extern void test_torn_entries(void);
+extern void test_torn_insert_states(void);
+extern void test_torn_delete_states(void);
+extern void test_torn_relocate_states(void);
+
 #endif							/* TEST_CORE_H */
