@@ -1,19 +1,29 @@
 /*-------------------------------------------------------------------------
  *
  * test_core.c
- *	  Unit tests of the server-independent core of pmhash (src/pmh_core.c):
- *	  pool header, segment words, tags, the directory helpers, persistence
- *	  accounting and batches, insert and lookup with splits and overflow
- *	  chains, duplicates, delete, the backup log, D-buckets and their
- *	  relocation, and recovery after a clean shutdown, after simulated
- *	  crashes and after corruption.
+ *	  The unit-test program of the server-independent core of pmhash
+ *	  (src/pmh_core.c): the list of its tests and the driver that runs them.
+ *	  The tests are in one file per concern of the core:
+ *		test_pool.c		pool header, segment words, tags, persist accounting,
+ *						batches, the pool's state line
+ *		test_segment.c	insert and lookup, fingerprints, duplicates, delete,
+ *						optimistic lookups
+ *		test_split.c	splits, overflow chains, crashes before either is
+ *						published
+ *		test_log.c		the backup log, log segments
+ *		test_dbucket.c	D-buckets and their relocation
+ *		test_recover.c	the directory, recovery after a clean shutdown, after
+ *						corruption and after crashes around a relocation
+ *		test_torn.c		torn writes: every state of a bucket line during an
+ *						insert, a delete or a relocation
+ *	  test_core.h declares them; the harness they share is tpool.c.
  *
  * Pools are real files in a temporary directory (mkdtemp under $TMPDIR or
  * /tmp) mapped with libpmem's pmem_map_file, grown with ftruncate + remap
  * before an operation that may need more segments.  The volatile metadata
  * (one PmhSegMeta per segment, the directory with its global depth, the
- * free-segment list) is kept here the way the server keeps it in shared
- * memory, and every phase is checked against a reference model: the
+ * free-segment list) is kept in tpool.c the way the server keeps it in
+ * shared memory, and every phase is checked against a reference model: the
  * multiset of (hash, TID) pairs that were inserted and not deleted.
  *
  * Crash images are made by copying the pool file's bytes into a new pool
@@ -38,60 +48,17 @@
  *
  *-------------------------------------------------------------------------
  */
-/* REG_EFL and friends of <ucontext.h>, for the store tracer */
-#define _GNU_SOURCE 1
-
 #include "test_core.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <pthread.h>
-#include <signal.h>
-#include <stdarg.h>
-#include <sys/mman.h>
-#include <sys/stat.h>
 #include <sys/wait.h>
-#include <time.h>
-#include <ucontext.h>
 #include <unistd.h>
 
-#include <libpmem.h>
-
-/* ---------------------------------------------------------------------
- * The harness
- * ---------------------------------------------------------------------
+/*
+ * Every test, in the order they run; a test's place in this list seeds its
+ * random state (run_test).
  */
-
-static const Scale scale_flush = {"flush", 1, 200000, 20000, 5000, 50000, 50000,
-500, false};
-static const Scale scale_msync = {"msync", 0, 3000, 1500, 1200, 1000, 3000,
-100, true};
-
-/* run one test and print its TAP line */
-static void
-run_test(const TestDef *t, int index)
-{
-	double		t0 = now_seconds();
-
-	unit_test_failures = 0;
-	g_rng = g_seed ^ ((uint64) index * UINT64CONST(0x100000001B3));
-	t->fn();
-	ntests++;
-	if (unit_test_failures == 0)
-	{
-		npassed++;
-		printf("ok %d - %s [%s]\n", ntests, t->name, S->pass);
-	}
-	else
-	{
-		nfailed++;
-		printf("#   %d failed check(s)\n", unit_test_failures);
-		printf("not ok %d - %s [%s]\n", ntests, t->name, S->pass);
-	}
-	printf("#   %s: %.2f s\n", t->name, now_seconds() - t0);
-	fflush(stdout);
-}
-
 static const TestDef tests[] = {
 	{"header", test_header},
 	{"header_file", test_header_file},
@@ -143,6 +110,36 @@ static const TestDef tests[] = {
  * Driver
  * ---------------------------------------------------------------------
  */
+
+static const Scale scale_flush = {"flush", 1, 200000, 20000, 5000, 50000, 50000,
+500, false};
+static const Scale scale_msync = {"msync", 0, 3000, 1500, 1200, 1000, 3000,
+100, true};
+
+/* run one test and print its TAP line */
+static void
+run_test(const TestDef *t, int index)
+{
+	double		t0 = now_seconds();
+
+	unit_test_failures = 0;
+	g_rng = g_seed ^ ((uint64) index * UINT64CONST(0x100000001B3));
+	t->fn();
+	ntests++;
+	if (unit_test_failures == 0)
+	{
+		npassed++;
+		printf("ok %d - %s [%s]\n", ntests, t->name, S->pass);
+	}
+	else
+	{
+		nfailed++;
+		printf("#   %d failed check(s)\n", unit_test_failures);
+		printf("not ok %d - %s [%s]\n", ntests, t->name, S->pass);
+	}
+	printf("#   %s: %.2f s\n", t->name, now_seconds() - t0);
+	fflush(stdout);
+}
 
 /* run every test once with the given sizes */
 static void
