@@ -61,7 +61,18 @@ CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
 	test/unit/tlog.c src/pmh_core.c src/pmh_core.h \
 	src/core/pmh_writepath.c src/core/pmh_writepath.h
 
-test/unit/test_core: test/unit/test_core.c $(CORE_HARNESS)
+# test/unit/test_core: the core's unit tests, one source file per concern
+# of the core (test_core.c runs them, test_core.h declares them)
+CORE_TESTS = test/unit/test_core.c test/unit/test_core.h \
+	test/unit/test_pool.c \
+	test/unit/test_segment.c \
+	test/unit/test_split.c \
+	test/unit/test_log.c \
+	test/unit/test_dbucket.c \
+	test/unit/test_recover.c \
+	test/unit/test_torn.c
+
+test/unit/test_core: $(CORE_TESTS) $(CORE_HARNESS)
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 # the persist-point crash simulator (see its header)

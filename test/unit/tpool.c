@@ -854,6 +854,68 @@ verify_model(TPool *tp, Model *m, int nabsent, const char *what)
 	free(got);
 }
 
+/* ---------------------------------------------------------------------
+ * Persist accounting: the flushes and fences of one operation
+ * ---------------------------------------------------------------------
+ */
+
+/* PmhPool.flush_hook: record the call */
+static void
+hook_record(void *arg, uint64 offset, size_t len)
+{
+	HookLog    *hl = (HookLog *) arg;
+
+	if (len == 0)
+		hl->nfences++;
+	else
+		hl->nranges++;
+	if (hl->nevents < MAX_HOOK_EVENTS)
+	{
+		hl->off[hl->nevents] = offset;
+		hl->len[hl->nevents] = len;
+	}
+	hl->nevents++;
+}
+
+/* start recording a pool's flushes and fences afresh (counters too) */
+void
+hook_start(TPool *tp, HookLog *hl)
+{
+	memset(hl, 0, sizeof(*hl));
+	memset(&tp->pool.stats, 0, sizeof(tp->pool.stats));
+	tp->pool.flush_hook = hook_record;
+	tp->pool.flush_hook_arg = hl;
+}
+
+/* stop recording */
+void
+hook_stop(TPool *tp)
+{
+	tp->pool.flush_hook = NULL;
+	tp->pool.flush_hook_arg = NULL;
+}
+
+/* compare every persist counter with what the operation "what" must cost */
+void
+check_stats(const PmhPersistStats *st, uint64 persists, uint64 bytes,
+			uint64 cachelines, uint64 whole, uint64 partial, uint64 fences,
+			const char *what)
+{
+	CHECKF(st->persists == persists && st->bytes == bytes &&
+		   st->cachelines == cachelines && st->lines_whole == whole &&
+		   st->lines_partial == partial && st->fences == fences,
+		   "%s: persists %llu bytes %llu cachelines %llu whole %llu partial %llu "
+		   "fences %llu; expected %llu %llu %llu %llu %llu %llu", what,
+		   (unsigned long long) st->persists, (unsigned long long) st->bytes,
+		   (unsigned long long) st->cachelines,
+		   (unsigned long long) st->lines_whole,
+		   (unsigned long long) st->lines_partial,
+		   (unsigned long long) st->fences,
+		   (unsigned long long) persists, (unsigned long long) bytes,
+		   (unsigned long long) cachelines, (unsigned long long) whole,
+		   (unsigned long long) partial, (unsigned long long) fences);
+}
+
 /*
  * Start the bulk set-up of a test: in the msync pass (where every persist
  * is an msync of ~0.2 ms) the pool is filled with no_persist set, as the

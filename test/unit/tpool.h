@@ -4,8 +4,9 @@
  *	  The harness shared by the unit-test programs of the core: test pools
  *	  (a pool file, its mapping and the volatile metadata the server keeps in
  *	  shared memory), the reference model of (hash, TID) entries, the
- *	  structure and model checks, and the backup-log helpers that do what
- *	  the server's write path and log recovery do.
+ *	  structure and model checks, the record of the flushes and fences an
+ *	  operation made, and the backup-log helpers that do what the server's
+ *	  write path and log recovery do.
  *
  * The programs set g_tmpdir (where pool files go), S (the sizes of the
  * running pass) and g_rng (the per-test random state) before using them.
@@ -96,6 +97,18 @@ typedef struct Model
 	size_t		cap;
 } Model;
 
+/* what a flush hook heard, in order: ranges (len > 0) and fences (len 0) */
+#define MAX_HOOK_EVENTS		8
+
+typedef struct HookLog
+{
+	int			nevents;
+	int			nranges;
+	int			nfences;
+	uint64		off[MAX_HOOK_EVENTS];
+	size_t		len[MAX_HOOK_EVENTS];
+} HookLog;
+
 /* TID as one number */
 static inline uint64
 tid_of(uint32 block, uint16 offset)
@@ -141,6 +154,9 @@ extern int cmp_u64(const void *a, const void *b);
 extern bool model_has_hash(const Model *m, uint64 hash);
 extern uint64 check_structure(TPool *tp, const char *what);
 extern void verify_model(TPool *tp, Model *m, int nabsent, const char *what);
+extern void hook_start(TPool *tp, HookLog *hl);
+extern void hook_stop(TPool *tp);
+extern void check_stats(const PmhPersistStats *st, uint64 persists, uint64 bytes, uint64 cachelines, uint64 whole, uint64 partial, uint64 fences, const char *what);
 extern void setup_begin(TPool *tp, bool setup);
 extern void setup_end(TPool *tp);
 extern void workload_random(TPool *tp, Model *m, int n, bool setup);
