@@ -34,7 +34,7 @@
 #      session's backend and prints the top of "perf report".
 #
 # The targets of issue 4 are: usable <= 250 ms at any size; full rebuild
-# >= 50M entries/s per worker.  See README.md, "Recovery time".
+# >= 50M entries/s per worker.  See doc/BENCHMARKS.md, "recovery_time.sh".
 #
 # Knobs:
 #   PMHASH_BENCH_SIZES      comma list of sizes, K/M suffixes (1M,10M; the

@@ -658,7 +658,7 @@ pin_server() {
 # the scheduler, the two sometimes share a CPU and sometimes wake each
 # other across CPUs, and the rate of the same run moves by a factor of
 # three (about 11000 against 33000 single-row inserts per second on the
-# 2-CPU machine of the README's results).  So, unless PMHASH_BENCH_PIN_ONE
+# 2-CPU machine of doc/BENCHMARKS.md).  So, unless PMHASH_BENCH_PIN_ONE
 # is 0, both run on the first CPU the server may use, for all three
 # methods alike; runs with more clients are not pinned.
 PIN_CPUS=

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # test/extra/core_bench_smoke.sh -- smoke test of the core benchmark driver
-# test/bench/pmh_bench (README.md, "Benchmarks"): build it ("make
+# test/bench/pmh_bench (doc/BENCHMARKS.md): build it ("make
 # bench-core") and run it on a tiny table, 1 and 2 threads, uniform and
 # Zipf, with --verify.  Passes when the driver exits 0 (every answer right:
 # each positive lookup finds exactly its key's TID, each negative one

@@ -3,7 +3,7 @@
 # (test/fuzz: fuzz_pool and fuzz_ops, libFuzzer with AddressSanitizer and
 # UBSan), after replaying the checked-in regression inputs
 # (test/fuzz/regress/TARGET).  PMHASH_FUZZ_SMOKE_SECONDS sets the run time
-# per target (default 15).  Long runs: test/fuzz/run.sh (README.md,
+# per target (default 15).  Long runs: test/fuzz/run.sh (doc/TESTING.md,
 # "Fuzzing").  Prints "N passed, N failed" (one per replay and per run);
 # exits 0 iff nothing failed.
 

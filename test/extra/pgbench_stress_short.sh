@@ -5,7 +5,7 @@
 # full consistency check, a restart and the check again.  The knobs of that
 # script (PMHASH_STRESS_*) still apply; a long run is
 #     test/stress/pgbench_stress.sh
-# (see "Stress" in README.md).
+# (see "Stress" in doc/TESTING.md).
 export PMHASH_STRESS_CLIENTS=${PMHASH_STRESS_CLIENTS:-6}
 export PMHASH_STRESS_SECONDS=${PMHASH_STRESS_SECONDS:-15}
 exec "$(dirname "${BASH_SOURCE[0]}")/../stress/pgbench_stress.sh" "$@"

@@ -22,7 +22,7 @@
 # no CPU cache and no page cache, so it tests ordering and recovery, not
 # missing flushes.)
 #
-# Knobs (README.md, "Crash testing"):
+# Knobs (doc/TESTING.md, "Crash testing"):
 #   PMHASH_TORTURE_CYCLES  crash cycles per mode (default 3)
 #   PMHASH_TORTURE_SEED    seed of the run (default: random, printed)
 #   PMHASH_TORTURE_MODES   comma list of "pmem", "msync" (default both)
