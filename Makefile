@@ -4,6 +4,7 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 
 MODULE_big = pmhash
 OBJS = \
+	src/core/pmh_logrecover.o \
 	src/core/pmh_writepath.o \
 	src/pmh_core.o \
 	src/pmh_media.o \
@@ -59,7 +60,7 @@ CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h test/unit/unit_util.h
 CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
 	test/unit/tlog.c src/pmh_core.c src/pmh_core.h \
-	src/core/pmh_writepath.c src/core/pmh_writepath.h
+	src/core/pmh_writepath.c src/core/pmh_logrecover.c src/core/pmh_writepath.h
 
 # test/unit/test_core: the core's unit tests, one source file per concern
 # of the core (test_core.c runs them, test_core.h declares them)
@@ -94,8 +95,8 @@ unit: $(UNIT_TESTS)
 # The benchmark driver of the core alone (test/bench/pmh_bench.c): the
 # write path, searches and deletes without a server; see README.md,
 # "Benchmarks".  Built, not run, by "make bench-core".
-test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h src/core/pmh_writepath.c src/core/pmh_writepath.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c src/core/pmh_writepath.c $(CORE_TEST_LIBS) -lm
+test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h src/core/pmh_writepath.c src/core/pmh_logrecover.c src/core/pmh_writepath.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c src/core/pmh_writepath.c src/core/pmh_logrecover.c $(CORE_TEST_LIBS) -lm
 
 .PHONY: bench-core
 bench-core: test/bench/pmh_bench

@@ -75,9 +75,13 @@ pmhash_wp_relock(void *arg, bool exclusive)
 }
 
 static uint32
-pmhash_wp_lock_hash(void *arg, uint64 hash)
+pmhash_wp_lock_hash(void *arg, uint64 hash, PmhSegMeta **meta)
 {
-	return pmhash_lock_hash((PmhashIndex *) arg, hash, LW_EXCLUSIVE);
+	PmhashIndex *idx = (PmhashIndex *) arg;
+	uint32		segno = pmhash_lock_hash(idx, hash, LW_EXCLUSIVE);
+
+	*meta = pmhash_seg_meta(idx, segno);
+	return segno;
 }
 
 static void

@@ -99,8 +99,9 @@ typedef enum PmhWpStatus
  *	 it, nobody else locks segments or changes the log.
  * relock: release the index lock and take it in the other mode.
  * lock_hash: the primary segment holding hash, locked exclusively (with
- *	 the index lock exclusive: no segment lock is needed).  unlock_segment
- *	 undoes it.
+ *	 the index lock exclusive: no segment lock is needed), and its
+ *	 metadata; the index lock stays in its mode.  unlock_segment undoes
+ *	 it.
  * lookup_segment: the primary segment the directory names for hash, read
  *	 without a segment lock (for prefetching only; may be NULL).
  * segment_ready: may the metadata of primary segno be read (loaded since
@@ -130,7 +131,7 @@ typedef struct PmhWriteOps
 	PmhLogChunk *(*log_chunk) (void *arg, uint32 c);
 	bool		(*index_exclusive) (void *arg);
 	void		(*relock) (void *arg, bool exclusive);
-	uint32		(*lock_hash) (void *arg, uint64 hash);
+	uint32		(*lock_hash) (void *arg, uint64 hash, PmhSegMeta **meta);
 	void		(*unlock_segment) (void *arg, uint32 segno);
 	uint32		(*lookup_segment) (void *arg, uint64 hash);
 	bool		(*segment_ready) (void *arg, uint32 segno);

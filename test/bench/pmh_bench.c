@@ -952,12 +952,14 @@ wp_relock(void *arg, bool exclusive)
 
 /* the primary of hash, locked unless the index lock is exclusive */
 static uint32
-wp_lock_hash(void *arg, uint64 hash)
+wp_lock_hash(void *arg, uint64 hash, PmhSegMeta **meta)
 {
 	Worker	   *w = (Worker *) arg;
-
-	return w->exclusive ? dir_lookup(w->t, hash) :
+	uint32		segno = w->exclusive ? dir_lookup(w->t, hash) :
 		seg_lock_hash(w->t, hash, true);
+
+	*meta = &w->t->meta[segno];
+	return segno;
 }
 
 static void

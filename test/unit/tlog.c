@@ -54,6 +54,16 @@ tlog_lookup_segment(void *arg, uint64 hash)
 	return tp->dir[pmh_dir_index(hash, tp->gd)];
 }
 
+static uint32
+tlog_lock_hash(void *arg, uint64 hash, PmhSegMeta **meta)
+{
+	TPool	   *tp = (TPool *) arg;
+	uint32		segno = tlog_lookup_segment(arg, hash);
+
+	*meta = cb_get_meta(tp, segno);
+	return segno;
+}
+
 static void
 tlog_unlock_segment(void *arg, uint32 segno)
 {
@@ -130,7 +140,7 @@ static const PmhWriteOps tlog_ops = {
 	.log_chunk = tlog_chunk,
 	.index_exclusive = tlog_exclusive,
 	.relock = tlog_relock,
-	.lock_hash = tlog_lookup_segment,
+	.lock_hash = tlog_lock_hash,
 	.unlock_segment = tlog_unlock_segment,
 	.lookup_segment = tlog_lookup_segment,
 	.split = tlog_split,
