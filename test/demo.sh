@@ -2,6 +2,11 @@
 # test/demo.sh -- build pmhash, start a throwaway server and compare pmhash
 # with the built-in btree and hash index access methods.
 #
+#   0. the Debian packages of test/packages.txt: checked with dpkg-query
+#      (apt-get is not run when they are all there); as root the missing
+#      ones are installed (apt-get update + install, non-interactive, no
+#      "main" cluster, no daemon started); as another user the demo names
+#      them and the command that installs them, and exits 2
 #   1. make + private installation tmp_install/ (shared with run_tests.sh,
 #      see test/lib.sh); as root, a copy of the tree is used as "postgres"
 #   2. initdb a throwaway cluster in a temporary directory, start it on a
@@ -33,7 +38,8 @@
 #        PMHASH_DEMO_CONF (extra postgresql.conf lines, e.g.
 #        "pmhash.pool_dir='/mnt/pmem/pmhash'"), PMHASH_DEMO_SKIP_BUILD=1
 #        (reuse an existing tmp_install), PMHASH_DEMO_KEEP=1 (keep the
-#        cluster directory), PG_CONFIG,
+#        cluster directory), PMHASH_SKIP_PACKAGES=1 (do not check or
+#        install the Debian packages), PG_CONFIG,
 #        PMHASH_DEMO_MODE: "file" (default: pools on an ordinary file system
 #        in the data directory, persisted with msync) or "emulated" (pools
 #        on tmpfs /dev/shm with PMEM_IS_PMEM_FORCE=1: libpmem's CPU-flush
@@ -45,6 +51,8 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source=test/lib.sh
 . "$HERE/lib.sh"
 
+# before dropping root: root installs what is missing
+pmh_need_packages root
 pmh_drop_root test/demo.sh "$@" # exits if we are root
 
 pmh_init_pg_paths

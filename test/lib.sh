@@ -1,5 +1,6 @@
 # shellcheck shell=bash disable=SC2034
-# test/lib.sh -- helpers shared by test/run_tests.sh and test/demo.sh.
+# test/lib.sh -- helpers shared by test/run_tests.sh and test/demo.sh (and
+# .ci/run, for the Debian packages).
 #
 # This file is meant to be *sourced* (bash).  It defines:
 #
@@ -15,9 +16,9 @@
 #   PMH_TI               $PMH_ROOT/tmp_install (private installation)
 #   PMH_TI_BINDIR        bindir inside tmp_install (put it first in PATH)
 #
-# and the functions pmh_drop_root, pmh_build, pmh_make_tmp_install,
-# pmh_free_port, pmh_cluster_init, pmh_cluster_stop, pmh_trap_cleanup,
-# pmh_stop_stale_postmasters, plus small logging helpers.
+# and the functions pmh_need_packages, pmh_drop_root, pmh_build,
+# pmh_make_tmp_install, pmh_free_port, pmh_cluster_init, pmh_cluster_stop,
+# pmh_trap_cleanup, pmh_stop_stale_postmasters, plus small logging helpers.
 #
 # Private temporary installation ("tmp_install")
 # ----------------------------------------------
@@ -110,6 +111,122 @@ pmh_init_pg_paths() {
 	PMH_TI_PKGLIBDIR=$PMH_TI$PG_PKGLIBDIR
 	PMH_TI_SHAREDIR=$PMH_TI$PG_SHAREDIR
 	export PG_CONFIG
+}
+
+# ------------------------------------------------------ Debian packages ---
+
+# The Debian packages that the build, the tests and the demo need are
+# listed once, in test/packages.txt.
+PMH_PACKAGES_FILE=$PMH_ROOT/test/packages.txt
+
+# pmh_packages: the names in test/packages.txt, one a line
+pmh_packages() {
+	sed -e 's/#.*//' "$PMH_PACKAGES_FILE" | tr -s '[:space:]' '\n' | sed '/^$/d'
+}
+
+# pmh_missing_packages: the names of those that dpkg does not have
+# installed, on one line (one dpkg-query call: no apt-get, no network)
+pmh_missing_packages() {
+	local -a pkgs
+	local installed p missing=()
+	mapfile -t pkgs < <(pmh_packages)
+	# (a name dpkg has never heard of is an error on stderr, and missing)
+	installed=$(dpkg-query -W -f='${Package} ${Status}\n' "${pkgs[@]}" 2>/dev/null |
+		awk '$NF == "installed" { print $1 }' || true)
+	for p in "${pkgs[@]}"; do
+		grep -q -x -F -e "$p" <<<"$installed" || missing+=("$p")
+	done
+	echo "${missing[*]}"
+}
+
+# pmh_need_packages WHO
+#
+# Make sure every package of test/packages.txt is installed.  When dpkg has
+# them all, say so and return: apt-get is not run.  Otherwise root
+# installs the missing ones (_pmh_install_packages: apt-get update first,
+# non-interactive, no "main" cluster created, no daemon started); with WHO
+# "sudo" (.ci/run) rather than "root", so does a user for whom "sudo -n"
+# works without a password.  Anyone else is told which packages are
+# missing and the command that installs them, and the script exits 2.
+# Nothing is checked in the child that pmh_drop_root starts (its root
+# parent has done it), with PMHASH_SKIP_PACKAGES=1, or where there is no
+# dpkg-query (not Debian: PostgreSQL 15 and libpmem come from elsewhere).
+pmh_need_packages() {
+	local who=$1 missing t0
+	local -a sudo=()
+	[ -z "${PMHASH_TEST_ORIG_ROOT:-}" ] || return 0
+	if [ -n "${PMHASH_SKIP_PACKAGES:-}" ]; then
+		pmh_say "packages: not checked (PMHASH_SKIP_PACKAGES is set)"
+		return 0
+	fi
+	if ! command -v dpkg-query >/dev/null 2>&1; then
+		pmh_warn "no dpkg-query (not Debian?): the packages of test/packages.txt are not checked"
+		return 0
+	fi
+	missing=$(pmh_missing_packages)
+	if [ -z "$missing" ]; then
+		pmh_say "packages: the $(pmh_packages | wc -l) of test/packages.txt are installed (apt-get not run)"
+		return 0
+	fi
+	if [ "$(id -u)" -ne 0 ]; then
+		if [ "$who" = sudo ] && command -v sudo >/dev/null 2>&1 &&
+			sudo -n true 2>/dev/null; then
+			sudo=(sudo -n)
+		else
+			pmh_err "missing Debian packages: $missing"
+			{
+				echo "Install them with:"
+				echo "    sudo apt-get install -y --no-install-recommends $missing"
+				echo "(after \"sudo apt-get update\" if apt has no package lists yet),"
+				echo "or run $0 as root: it installs them itself."
+			} >&2
+			exit 2
+		fi
+	fi
+	pmh_head "installing Debian packages: $missing"
+	t0=$(pmh_now)
+	# shellcheck disable=SC2086 # one word per package
+	_pmh_install_packages "${sudo[@]}" -- $missing ||
+		pmh_die "installing the packages failed (apt-get output above)"
+	missing=$(pmh_missing_packages)
+	[ -z "$missing" ] || pmh_die "still not installed after apt-get: $missing"
+	pmh_say "packages installed in $(pmh_elapsed "$t0")s"
+}
+
+# _pmh_install_packages [SUDO...] -- PACKAGE...: apt-get update, then
+# apt-get install of PACKAGEs, non-interactively.  postgresql-common is
+# told not to create (and start) a "main" cluster, and a policy-rc.d keeps
+# every daemon from starting while installing: the tests use throwaway
+# instances of their own.
+_pmh_install_packages() {
+	local -a sudo=() apt_opts
+	local rc=0 policy_rc_d_created=0
+	while [ $# -gt 0 ] && [ "$1" != -- ]; do
+		sudo+=("$1")
+		shift
+	done
+	shift
+	apt_opts=(-o Acquire::Retries=3 -o Dpkg::Options::=--force-confold -o Dpkg::Options::=--force-confdef)
+
+	"${sudo[@]}" mkdir -p /etc/postgresql-common || return 1
+	if ! grep -q -E '^[[:space:]]*create_main_cluster' /etc/postgresql-common/createcluster.conf 2>/dev/null; then
+		echo 'create_main_cluster = false' |
+			"${sudo[@]}" tee -a /etc/postgresql-common/createcluster.conf >/dev/null || return 1
+	fi
+	if [ ! -e /usr/sbin/policy-rc.d ]; then
+		printf '#!/bin/sh\nexit 101\n' | "${sudo[@]}" tee /usr/sbin/policy-rc.d >/dev/null &&
+			"${sudo[@]}" chmod 755 /usr/sbin/policy-rc.d || return 1
+		policy_rc_d_created=1
+	fi
+
+	"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" update </dev/null &&
+		"${sudo[@]}" env DEBIAN_FRONTEND=noninteractive apt-get "${apt_opts[@]}" \
+			install -y --no-install-recommends "$@" </dev/null || rc=$?
+
+	if [ "$policy_rc_d_created" = 1 ]; then
+		"${sudo[@]}" rm -f /usr/sbin/policy-rc.d
+	fi
+	return "$rc"
 }
 
 # ---------------------------------------------------------- root -> user ---

@@ -31,6 +31,12 @@
 # The last line printed is exactly "N passed, N failed"; the exit status is
 # 0 only if nothing failed.  Logs are kept under tmp_check/.
 #
+# The Debian packages of test/packages.txt are checked first (dpkg-query;
+# apt-get is not run when they are all there).  As root, the missing ones
+# are installed (apt-get update, then apt-get install, non-interactive; no
+# "main" cluster is created and no daemon started); as another user, the
+# runner names them and the command that installs them, and exits 2.
+#
 # When run as root, the tree is copied to a temporary directory owned by
 # the "postgres" user and the tests run there as that user (initdb refuses
 # to run as root); tmp_check/ is copied back afterwards.
@@ -47,6 +53,7 @@
 #   PMHASH_TEST_JOBS        make -j (default 2)
 #   PMHASH_TEST_USER        user to run as when started as root (postgres)
 #   PMHASH_TEST_KEEP_WORKDIR=1  keep the root-mode copy of the tree
+#   PMHASH_SKIP_PACKAGES=1  do not check (or install) the Debian packages
 #   PMHASH_TAP_FILES        glob of TAP files to run, without .pl (e.g.
 #                           "00[39]*"; default: all)
 #   PMHASH_TAP_TEMP_CONFIG  TEMP_CONFIG for TAP nodes (default
@@ -73,6 +80,9 @@ for s in ${ONLY//,/ }; do
 	esac
 done
 want() { [ -z "$ONLY" ] || [[ ",$ONLY," == *",$1,"* ]]; }
+
+# before dropping root: root installs what is missing
+pmh_need_packages root
 
 PMH_COPY_BACK_LOGS=1
 pmh_drop_root test/run_tests.sh "$@" # exits if we are root
