@@ -2,8 +2,8 @@
  *
  * pmh_bench.c
  *	  Benchmark driver for the pmhash data structure alone (no server):
- *	  the core of src/pmh_core.c with the server's write path rebuilt
- *	  around it, driven by YCSB-style workloads like ElimDA's Exp#1, #2
+ *	  the core (src/core) with the server's write path -- the core's own
+ *	  protocol, src/core/pmh_writepath.c -- driven by YCSB-style workloads like ElimDA's Exp#1, #2
  *	  and #6, so that the numbers compare with Dash and CCEH.
  *
  * What it keeps the way the server keeps it (see src/README.pmhash):
@@ -11,8 +11,8 @@
  *	  that no file is left behind whatever happens;
  *	- the volatile metadata: one PmhSegMeta per segment (occupancy,
  *	  fingerprints, D-bucket), the directory, the free segments;
- *	- the backup log: line states (pending mask, owner), log segments added
- *	  when the log runs out of free lines, as pmhashlog.c does;
+ *	- the backup log: the core's line states (PmhLogChunk), log segments
+ *	  added when the log runs out of free lines (pmh_wp_reserve);
  *	- locks: an index lock (shared for every operation, exclusive for
  *	  splits, overflow segments and log growth), one lock per segment
  *	  (exclusive to add to or relocate a D-bucket and to delete; shared for
@@ -23,9 +23,9 @@
  * Operations:
  *	insert		ElimDA's write path, as aminsert + commit do it: the entry goes
  *				to the thread's collecting log (16 entries, backend memory);
- *				a full one is written to a backup-log line (pmh_log_write: one
+ *				a full one is written to a backup-log line (pmh_wp_flush: one
  *				flush, one fence) and its entries go to the D-buckets of their
- *				segments (pmh_pending_add); a full D-bucket is relocated into
+ *				segments (pmh_wp_place); a full D-bucket is relocated into
  *				one free 256 B line of its segment (pmh_relocate), splitting
  *				the segment or adding an overflow segment when told to
  *	insert-direct  pmh_insert (probe, then one persisted 16 B write per
