@@ -541,11 +541,8 @@ extern void pmhash_log_write(PmhashIndex *idx, const PmhEntry *entries, int n,
 extern void pmhash_log_place_written(PmhashIndex *idx,
 									 const PmhEntry *entries, int n,
 									 uint32 line, int first);
-extern void pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
-								 uint32 logslot);
 extern void pmhash_log_recover_slot(PmhashIndex *idx, uint32 logslot);
-extern void pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n,
-							   bool zero);
+extern void pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n);
 extern void pmhash_log_vacuum_begin(PmhashIndex *idx);
 extern void pmhash_log_vacuum_end(PmhashShared *shared, uint64 generation);
 extern uint64 pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,

@@ -15,7 +15,8 @@
  * released.  The protocol itself -- which slots are pending, when a line
  * may be reused, what VACUUM must clear -- is the core's; this file
  * supplies its callbacks (PmhWriteOps) and turns its failures into
- * errors.  See "Write path" in README.pmhash.
+ * errors.  See "The write path, file by file" in
+ * README.pmhash.
  *
  *-------------------------------------------------------------------------
  */
@@ -437,32 +438,29 @@ pmhash_log_room(const PmhashShared *shared, const PmhashLocal *local)
  */
 
 /*
- * Release backup-log slots whose entries are in a segment now, or gone
- * (pmh_wp_release); with "zero" their tags are cleared and persisted
- * first.
+ * Every failure of the protocol is raised by pmhash_wp_error, and the
+ * callbacks that make room raise their own: a status that comes back
+ * anyway is a bug.
  */
-void
-pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n, bool zero)
+static void
+pmhash_wp_check(PmhWpStatus st)
 {
-	PmhWriter	w;
-
-	pmhash_writer(idx, &w);
-	(void) pmh_wp_release(&w, slots, n, zero);
+	if (st != PMH_WP_OK)
+		elog(ERROR, "pmhash write path returned status %d", (int) st);
 }
 
 /*
- * Put an entry whose backup-log copy (slot logslot) is persistent into the
- * D-bucket of its segment (pmh_wp_place).  The index lock is held in the
- * same mode on return.
+ * Release backup-log slots that recovery found held by their segment
+ * (pmh_wp_release).  The caller has already marked the segment loaded: a
+ * failure to clear them (while a VACUUM runs) is fatal.
  */
 void
-pmhash_place_pending(PmhashIndex *idx, uint64 hash, uint64 tag,
-					 uint32 logslot)
+pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n)
 {
 	PmhWriter	w;
 
 	pmhash_writer(idx, &w);
-	(void) pmh_wp_place(&w, hash, tag, logslot);
+	pmhash_wp_check(pmh_wp_release(&w, slots, n, false, true));
 }
 
 /*
@@ -476,7 +474,7 @@ pmhash_log_recover_slot(PmhashIndex *idx, uint32 logslot)
 	bool		restored;
 
 	pmhash_writer(idx, &w);
-	(void) pmh_wp_recover_slot(&w, logslot, &restored);
+	pmhash_wp_check(pmh_wp_recover_slot(&w, logslot, &restored));
 }
 
 /*
@@ -492,7 +490,7 @@ pmhash_log_write(PmhashIndex *idx, const PmhEntry *entries, int n,
 	PmhWriter	w;
 
 	pmhash_writer(idx, &w);
-	(void) pmh_wp_write(&w, entries, n, line, first);
+	pmhash_wp_check(pmh_wp_write(&w, entries, n, line, first));
 	pmhash_stats_add_user_bytes(idx->local, (uint64) n * PMH_ENTRY_BYTES);
 }
 
@@ -505,15 +503,15 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 						 uint32 line, int first)
 {
 	PmhWriter	w;
-	volatile int placed = 0;
+	int			i;
 
 	pmhash_writer(idx, &w);
 	pmh_wp_prefetch_placement(&w, entries, n);
 	PG_TRY();
 	{
-		for (; placed < n; placed++)
-			(void) pmh_wp_place(&w, entries[placed].hash, entries[placed].tag,
-								line * PMH_BUCKET_SLOTS + (uint32) (first + placed));
+		for (i = 0; i < n; i++)
+			pmhash_wp_check(pmh_wp_place(&w, entries[i].hash, entries[i].tag,
+										 line * PMH_BUCKET_SLOTS + (uint32) (first + i)));
 	}
 	PG_CATCH();
 	{
@@ -521,15 +519,19 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 		 * The rest never reached a D-bucket: free their slots so that the
 		 * line can be reused.  Their copies stay in the log (a crash would
 		 * bring them back as entries of this aborting transaction, which
-		 * scans and VACUUM treat like any dead entry).
+		 * scans and VACUUM treat like any dead entry).  An entry counts as
+		 * placed once it is in its D-bucket, even if restoring the index
+		 * lock's mode failed after that (w.placed is read from memory: the
+		 * core updated it).
 		 */
+		uint32		placed = ((volatile PmhWriter *) &w)->placed;
 		uint32		slots[PMH_BUCKET_SLOTS];
-		int			k;
+		uint32		k;
 
-		for (k = placed; k < n; k++)
-			slots[k - placed] = line * PMH_BUCKET_SLOTS + (uint32) (first + k);
+		for (k = placed; k < (uint32) n; k++)
+			slots[k - placed] = line * PMH_BUCKET_SLOTS + (uint32) first + k;
 		pmhash_writer(idx, &w);
-		(void) pmh_wp_release(&w, slots, n - placed, false);
+		(void) pmh_wp_release(&w, slots, n - (int) placed, false, false);
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
@@ -552,7 +554,7 @@ pmhash_log_vacuum_begin(PmhashIndex *idx)
 	PmhWriter	w;
 
 	pmhash_writer(idx, &w);
-	(void) pmh_wp_vacuum_begin(&w);
+	pmhash_wp_check(pmh_wp_vacuum_begin(&w));
 }
 
 /*
@@ -603,8 +605,9 @@ pmhash_vacuum_pending(PmhashIndex *idx, uint32 segno,
 	a.dead = dead;
 	a.arg = arg;
 	pmhash_writer(idx, &w);
-	(void) pmh_wp_vacuum_pending(&w, segno, pmhash_vacuum_pending_dead, &a,
-								 &nremoved, &nremaining);
+	pmhash_wp_check(pmh_wp_vacuum_pending(&w, segno,
+										  pmhash_vacuum_pending_dead, &a,
+										  &nremoved, &nremaining));
 	*remaining += nremaining;
 	return nremoved;
 }

@@ -107,7 +107,8 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 					PmhWriter	w;
 
 					pmhash_writer(idx, &w);
-					(void) pmh_wp_make_room(&w, segno, r);
+					if (pmh_wp_make_room(&w, segno, r) != PMH_WP_OK)
+						elog(ERROR, "could not make room in pmhash segment %u", segno);
 				}
 				break;
 		}

@@ -343,7 +343,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		if (ls->pending != seen_pending[i])
 			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
 						   (unsigned long long) i, ls->pending, seen_pending[i]);
-		if (marked_free != (ls->pending == 0 && ls->owner < 0))
+		if (marked_free != (ls->pending == 0 && ls->owner == -1))
 			pmhash_problem(st, "backup-log line %llu: the free mask says %s, its state says otherwise",
 						   (unsigned long long) i, marked_free ? "free" : "in use");
 	}

@@ -236,7 +236,7 @@ pmhash_load_segment_shared(PmhashIndex *idx, uint32 segno,
 	/* readers without the segment lock (pmh_wp_prefetch_placement) */
 	pg_write_barrier();
 	slot->loaded = true;
-	pmhash_log_release(idx, released, (int) nreleased, false);
+	pmhash_log_release(idx, released, (int) nreleased);
 	END_CRIT_SECTION();
 
 	pg_atomic_fetch_add_u64(&idx->shared->entries, nlive + nmissing);

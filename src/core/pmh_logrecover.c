@@ -107,7 +107,7 @@ pmh_wp_recover_slot(PmhWriter *w, uint32 logslot, bool *restored)
 	w->ops->unlock_segment(w->arg, segno);
 	*restored = !held;
 	if (held)
-		return pmh_wp_release(w, &logslot, 1, false);
+		return pmh_wp_release(w, &logslot, 1, false, true);
 	return pmh_wp_place(w, e.hash, e.tag, logslot);
 }
 

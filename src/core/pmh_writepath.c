@@ -63,6 +63,7 @@ pmh_wp_writer_init(PmhWriter *w, PmhPool *pool, const PmhCallbacks *cb,
 	w->own_used = own_used;
 	w->check_segment = false;
 	w->faults = 0;
+	w->placed = 0;
 }
 
 /* ---------------------------------------------------------------------
@@ -338,7 +339,7 @@ pmh_wp_write(PmhWriter *w, const PmhEntry *entries, int n, uint32 *line,
 
 		for (i = 0; i < n; i++)
 			slots[i] = *line * PMH_BUCKET_SLOTS + (uint32) (*first + i);
-		(void) pmh_wp_release(w, slots, n, false);
+		(void) pmh_wp_release(w, slots, n, false, false);
 		errno = save_errno;
 		return pmh_wp_fail(w, PMH_WP_IOERROR, "persist backup log of", false);
 	}
@@ -356,10 +357,15 @@ pmh_wp_write(PmhWriter *w, const PmhEntry *entries, int n, uint32 *line,
  * of its D-bucket entry, or of its reservation, releases it).  Whether a
  * VACUUM runs is decided under the lock, together with the release when
  * none does: a VACUUM that starts later finds the slots released and
- * clears them itself.  A failed clearing leaves the slots pending.
+ * clears them itself.  A failed clearing leaves the slots pending; it is
+ * "fatal" (the caller's error callback is told so) where the caller has
+ * already changed shared state that assumes the release (a relocation, a
+ * VACUUM's removal from a D-bucket, a recovered slot), not where the
+ * slots are given up after a failed write or placement.
  */
 PmhWpStatus
-pmh_wp_release(PmhWriter *w, const uint32 *slots, int n, bool zero)
+pmh_wp_release(PmhWriter *w, const uint32 *slots, int n, bool zero,
+			   bool fatal)
 {
 	if (n == 0)
 		return PMH_WP_OK;
@@ -376,7 +382,7 @@ pmh_wp_release(PmhWriter *w, const uint32 *slots, int n, bool zero)
 		w->ops->log_unlock(w->arg);
 	}
 	if (pmh_log_clear_slots(w->pool, slots, n) != 0)
-		return pmh_wp_fail(w, PMH_WP_IOERROR, "clear backup log of", true);
+		return pmh_wp_fail(w, PMH_WP_IOERROR, "clear backup log of", fatal);
 	w->ops->log_lock(w->arg);
 	pmh_wp_unpend(w, slots, n);
 	w->ops->log_unlock(w->arg);
@@ -409,7 +415,7 @@ pmh_wp_relocate_segment(PmhWriter *w, uint32 segno, PmhInsertResult *verdict)
 							released, &nrel, &ndup);
 	if (*verdict == PMH_INSERT_IOERROR)
 		return pmh_wp_fail(w, PMH_WP_IOERROR, "relocate entries in", true);
-	st = pmh_wp_release(w, released, nrel, false);
+	st = pmh_wp_release(w, released, nrel, false, true);
 	if (ndup > 0 && w->ops->entries_added)
 		w->ops->entries_added(w->arg, -(int64) ndup);
 	return st;
@@ -436,7 +442,9 @@ pmh_wp_make_room(PmhWriter *w, uint32 segno, PmhInsertResult verdict)
  * D-bucket of its segment, relocating a full D-bucket first, and splitting
  * or extending the segment when that needs room: under the segment's lock
  * where it can, else with the index lock exclusive.  The index lock is
- * held in the same mode on return.
+ * held in the same mode on return.  w->placed counts the entry as soon as
+ * it is in the D-bucket: restoring the lock's mode can still fail after
+ * that (in the server), and the caller must then not give its slot up.
  */
 PmhWpStatus
 pmh_wp_place(PmhWriter *w, uint64 hash, uint64 tag, uint32 logslot)
@@ -456,6 +464,7 @@ pmh_wp_place(PmhWriter *w, uint64 hash, uint64 tag, uint32 logslot)
 		if (meta->npending < PMH_DBUCKET_SLOTS)
 		{
 			pmh_pending_add(meta, hash, tag, logslot);
+			w->placed++;
 			ops->unlock_segment(w->arg, segno);
 			if (ops->entries_added)
 				ops->entries_added(w->arg, 1);
@@ -570,7 +579,7 @@ pmh_wp_flush(PmhWriter *w, const PmhEntry *entries, int n)
 			/* the rest never reached a D-bucket: free their slots */
 			for (k = i; k < n; k++)
 				slots[k - i] = line * PMH_BUCKET_SLOTS + (uint32) (first + k);
-			(void) pmh_wp_release(w, slots, n - i, false);
+			(void) pmh_wp_release(w, slots, n - i, false, false);
 			return st;
 		}
 	}
@@ -737,5 +746,5 @@ pmh_wp_vacuum_pending(PmhWriter *w, uint32 segno,
 		pmh_pending_remove(meta, (int) i);
 	}
 	*nremoved = (uint32) n;
-	return pmh_wp_release(w, slots, n, true);
+	return pmh_wp_release(w, slots, n, true, true);
 }

@@ -14,7 +14,7 @@
  * takes the backup log's lock, locks a segment, changes the mode of the
  * index lock, and makes room (a split, an overflow segment, a log
  * segment), which need the caller's allocation of segments and shared
- * memory.  See "Write path" in src/README.pmhash.
+ * memory.  See "The write path, file by file" in src/README.pmhash.
  *
  *-------------------------------------------------------------------------
  */
@@ -100,8 +100,9 @@ typedef enum PmhWpStatus
  * relock: release the index lock and take it in the other mode.
  * lock_hash: the primary segment holding hash, locked exclusively (with
  *	 the index lock exclusive: no segment lock is needed), and its
- *	 metadata; the index lock stays in its mode.  unlock_segment undoes
- *	 it.
+ *	 metadata.  It returns with the index lock in the mode it found it in
+ *	 (pmh_wp_place relies on that: only relock changes the mode).
+ *	 unlock_segment undoes it.
  * lookup_segment: the primary segment the directory names for hash, read
  *	 without a segment lock (for prefetching only; may be NULL).
  * segment_ready: may the metadata of primary segno be read (loaded since
@@ -175,6 +176,7 @@ typedef struct PmhWriter
 	bool		check_segment;	/* relocation looks for duplicates in the
 								 * segment (a stale pool) */
 	int			faults;			/* PMH_WP_FAULT_* */
+	uint32		placed;			/* entries pmh_wp_place put into D-buckets */
 } PmhWriter;
 
 extern void pmh_wp_writer_init(PmhWriter *w, PmhPool *pool,
@@ -199,7 +201,7 @@ extern PmhWpStatus pmh_wp_reserve(PmhWriter *w, int n, uint32 *line,
 extern PmhWpStatus pmh_wp_write(PmhWriter *w, const PmhEntry *entries, int n,
 								uint32 *line, int *first);
 extern PmhWpStatus pmh_wp_release(PmhWriter *w, const uint32 *slots, int n,
-								  bool zero);
+								  bool zero, bool fatal);
 extern PmhWpStatus pmh_wp_relocate_segment(PmhWriter *w, uint32 segno,
 										   PmhInsertResult *verdict);
 extern PmhWpStatus pmh_wp_make_room(PmhWriter *w, uint32 segno,

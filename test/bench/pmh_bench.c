@@ -1350,7 +1350,7 @@ op_delete(Worker *w, uint64 k, uint8 *deleted)
 				uint32		logslot = m->pending[i].logslot;
 
 				pmh_pending_remove(m, (int) i);
-				(void) pmh_wp_release(&w->wr, &logslot, 1, true);
+				(void) pmh_wp_release(&w->wr, &logslot, 1, true, true);
 				found = true;
 				break;
 			}
