@@ -4,8 +4,8 @@ PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 
 MODULE_big = pmhash
 OBJS = \
-	src/pmh_core.o \
-	src/pmh_media.o \
+	src/core/pmh_core.o \
+	src/core/pmh_media.o \
 	src/pmhash.o \
 	src/pmhashbuild.o \
 	src/pmhashcheck.o \
@@ -25,7 +25,7 @@ EXTENSION = pmhash
 DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
-PG_CPPFLAGS = -I$(srcdir)/src
+PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
 PG_CFLAGS = -Werror
 SHLIB_LINK = -lpmem
 
@@ -38,11 +38,12 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies
-$(OBJS): src/pmh_core.h src/pmh_media.h src/pmhash.h
+$(OBJS): src/core/pmh_core.h src/core/pmh_media.h src/pmhash.h
 
 # The data-structure core builds and runs without a server.
 CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
-	-DFRONTEND -I$(srcdir)/src -I$(shell $(PG_CONFIG) --includedir) \
+	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core \
+	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
 CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
@@ -51,7 +52,7 @@ CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 # pools, the reference model and the checks
 UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h test/unit/unit_util.h
 CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
-	src/pmh_core.c src/pmh_core.h
+	src/core/pmh_core.c src/core/pmh_core.h
 
 test/unit/test_core: test/unit/test_core.c $(CORE_HARNESS)
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
@@ -61,7 +62,7 @@ test/unit/test_crashsim: test/unit/test_crashsim.c $(CORE_HARNESS)
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 # so does the media-traffic model
-test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/pmh_media.c src/pmh_media.h
+test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/core/pmh_media.c src/core/pmh_media.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 UNIT_TESTS = test/unit/test_core test/unit/test_media test/unit/test_crashsim
@@ -75,8 +76,8 @@ unit: $(UNIT_TESTS)
 # The benchmark driver of the core alone (test/bench/pmh_bench.c): the
 # write path, searches and deletes without a server; see README.md,
 # "Benchmarks".  Built, not run, by "make bench-core".
-test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c $(CORE_TEST_LIBS) -lm
+test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/core/pmh_core.c src/core/pmh_core.h src/core/pmh_media.c src/core/pmh_media.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/core/pmh_core.c src/core/pmh_media.c $(CORE_TEST_LIBS) -lm
 
 .PHONY: bench-core
 bench-core: test/bench/pmh_bench
@@ -90,12 +91,12 @@ FUZZ_CC = clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	-Wmissing-prototypes -Wno-unused-parameter -Wno-ignored-attributes \
-	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/test/fuzz \
+	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
 	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
-FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c
+FUZZ_COMMON = test/fuzz/fuzz_common.c src/core/pmh_core.c
 FUZZ_DEPS = $(FUZZ_COMMON) test/fuzz/fuzz_common.h test/fuzz/fuzz_format.h \
-	src/pmh_core.h test/fuzz/coverage_ignore.txt
+	src/core/pmh_core.h test/fuzz/coverage_ignore.txt
 FUZZ_TARGETS = test/fuzz/fuzz_pool test/fuzz/fuzz_ops
 
 $(FUZZ_TARGETS): %: %.c $(FUZZ_DEPS)
