@@ -13,7 +13,7 @@ CORE_C = \
 	src/core/pmh_split.c \
 	src/core/pmh_dbucket.c \
 	src/core/pmh_recover.c
-CORE_H = src/core/pmh_core.h src/core/pmh_core_int.h
+CORE_H = src/core/pmh_core.h src/core/pmh_segment.h src/core/pmh_core_int.h
 
 OBJS = \
 	$(CORE_C:.c=.o) \
