@@ -172,6 +172,55 @@ pmh_prepare_free_segment(PmhPool *pool, uint32 segno)
 }
 
 /*
+ * The last step of pmh_recover_words, once the primaries are known: follow
+ * their overflow chains, noting the owner of each overflow segment, and
+ * clear the overflow segments no chain reaches.  Returns 0 or -1, as
+ * pmh_recover_words does.
+ */
+static int
+pmh_recover_chains(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
+				   uint64 nseg, PmhRecoveryResult *res)
+{
+	uint64		i;
+
+	for (i = 0; i < nseg; i++)
+	{
+		uint64		link;
+		uint64		steps = 0;
+
+		if (roles[i] != PMH_SEG_PRIMARY)
+			continue;
+		for (link = pmh_seg_header(pool, (uint32) i)->ovf_next; link != 0;
+			 link = pmh_seg_header(pool, (uint32) (link - 1))->ovf_next)
+		{
+			uint64		o = link - 1;
+
+			if (o >= nseg || roles[o] != PMH_SEG_OVERFLOW ||
+				owner[o] != PMH_NO_SEGMENT || ++steps > nseg)
+			{
+				snprintf(res->error, sizeof(res->error),
+						 "overflow chain of segment %llu is broken at segment %llu",
+						 (unsigned long long) i, (unsigned long long) o);
+				return -1;
+			}
+			owner[o] = (uint32) i;
+			res->overflows++;
+		}
+	}
+	for (i = 0; i < nseg; i++)
+	{
+		if (roles[i] == PMH_SEG_OVERFLOW && owner[i] == PMH_NO_SEGMENT)
+		{
+			roles[i] = PMH_SEG_FREE;
+			if (pmh_clear_orphan(pool, (uint32) i, res) != 0)
+				return -1;
+		}
+	}
+
+	return 0;
+}
+
+/*
  * Work out, from the segment words alone, which segments are in use: the
  * primaries must tile the hash space; a primary nested inside a shallower
  * one is the unpublished half of a split and is cleared, as is an overflow
@@ -300,42 +349,7 @@ pmh_recover_words(PmhPool *pool, PmhSegRole *roles, uint32 *owner,
 		}
 	}
 
-	/* follow the overflow chains of the primaries */
-	for (i = 0; i < nseg; i++)
-	{
-		uint64		link;
-		uint64		steps = 0;
-
-		if (roles[i] != PMH_SEG_PRIMARY)
-			continue;
-		for (link = pmh_seg_header(pool, (uint32) i)->ovf_next; link != 0;
-			 link = pmh_seg_header(pool, (uint32) (link - 1))->ovf_next)
-		{
-			uint64		o = link - 1;
-
-			if (o >= nseg || roles[o] != PMH_SEG_OVERFLOW ||
-				owner[o] != PMH_NO_SEGMENT || ++steps > nseg)
-			{
-				snprintf(res->error, sizeof(res->error),
-						 "overflow chain of segment %llu is broken at segment %llu",
-						 (unsigned long long) i, (unsigned long long) o);
-				return -1;
-			}
-			owner[o] = (uint32) i;
-			res->overflows++;
-		}
-	}
-	for (i = 0; i < nseg; i++)
-	{
-		if (roles[i] == PMH_SEG_OVERFLOW && owner[i] == PMH_NO_SEGMENT)
-		{
-			roles[i] = PMH_SEG_FREE;
-			if (pmh_clear_orphan(pool, (uint32) i, res) != 0)
-				return -1;
-		}
-	}
-
-	return 0;
+	return pmh_recover_chains(pool, roles, owner, nseg, res);
 }
 
 /*
