@@ -3,11 +3,24 @@
 PG_CONFIG ?= /usr/lib/postgresql/15/bin/pg_config
 
 MODULE_big = pmhash
+
+# The server-independent core, one file per layer (see src/core/pmh_core.h):
+# the server module, the unit tests, the fuzz targets and the core benchmark
+# all build it from these two lists.
+CORE_C = \
+	src/core/pmh_pool.c \
+	src/core/pmh_segment.c \
+	src/core/pmh_split.c \
+	src/core/pmh_dbucket.c \
+	src/core/pmh_recover.c \
+	src/core/pmh_writepath.c \
+	src/core/pmh_logrecover.c
+CORE_H = src/core/pmh_core.h src/core/pmh_segment.h src/core/pmh_core_int.h \
+	src/core/pmh_writepath.h
+
 OBJS = \
-	src/core/pmh_logrecover.o \
-	src/core/pmh_writepath.o \
-	src/pmh_core.o \
-	src/pmh_media.o \
+	$(CORE_C:.c=.o) \
+	src/core/pmh_media.o \
 	src/pmhash.o \
 	src/pmhashattach.o \
 	src/pmhashblog.o \
@@ -45,7 +58,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies
-$(OBJS): src/pmh_core.h src/core/pmh_writepath.h src/pmh_media.h src/pmhash.h
+$(OBJS): $(CORE_H) src/core/pmh_media.h src/pmhash.h
 
 # The data-structure core builds and runs without a server.
 CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
@@ -59,8 +72,7 @@ CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 # pools, the reference model and the checks
 UNIT_HARNESS = test/unit/unit_check.c test/unit/unit_check.h test/unit/unit_util.h
 CORE_HARNESS = $(UNIT_HARNESS) test/unit/tpool.c test/unit/tpool.h \
-	test/unit/tlog.c src/pmh_core.c src/pmh_core.h \
-	src/core/pmh_writepath.c src/core/pmh_logrecover.c src/core/pmh_writepath.h
+	test/unit/tlog.c $(CORE_C) $(CORE_H)
 
 # test/unit/test_core: the core's unit tests, one source file per concern
 # of the core (test_core.c runs them, test_core.h declares them)
@@ -81,7 +93,7 @@ test/unit/test_crashsim: test/unit/test_crashsim.c $(CORE_HARNESS)
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 # so does the media-traffic model
-test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/pmh_media.c src/pmh_media.h
+test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/core/pmh_media.c src/core/pmh_media.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 UNIT_TESTS = test/unit/test_core test/unit/test_media test/unit/test_crashsim
@@ -95,8 +107,10 @@ unit: $(UNIT_TESTS)
 # The benchmark driver of the core alone (test/bench/pmh_bench.c): the
 # write path, searches and deletes without a server; see README.md,
 # "Benchmarks".  Built, not run, by "make bench-core".
-test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h src/pmh_core.c src/pmh_core.h src/pmh_media.c src/pmh_media.h src/core/pmh_writepath.c src/core/pmh_logrecover.c src/core/pmh_writepath.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c src/pmh_core.c src/pmh_media.c src/core/pmh_writepath.c src/core/pmh_logrecover.c $(CORE_TEST_LIBS) -lm
+test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h \
+		$(CORE_C) $(CORE_H) src/core/pmh_media.c src/core/pmh_media.h
+	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c $(CORE_C) \
+		src/core/pmh_media.c $(CORE_TEST_LIBS) -lm
 
 .PHONY: bench-core
 bench-core: test/bench/pmh_bench
@@ -113,9 +127,9 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
 	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
-FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c
+FUZZ_COMMON = test/fuzz/fuzz_common.c $(CORE_C)
 FUZZ_DEPS = $(FUZZ_COMMON) test/fuzz/fuzz_common.h test/fuzz/fuzz_format.h \
-	src/pmh_core.h test/fuzz/coverage_ignore.txt
+	$(CORE_H) test/fuzz/coverage_ignore.txt
 FUZZ_TARGETS = test/fuzz/fuzz_pool test/fuzz/fuzz_ops
 
 $(FUZZ_TARGETS): %: %.c $(FUZZ_DEPS)

@@ -6,10 +6,21 @@
  *	  extendible hash table whose volatile metadata (directory, fingerprints,
  *	  occupancy) is kept by the caller.
  *
- * Nothing in this file allocates memory, takes locks or reports errors
+ * Nothing in the core allocates memory, takes locks or reports errors
  * through elog: callers (the PostgreSQL access method in pmhash*.c, and the
  * unit tests in test/unit) provide the locking and turn return codes into
  * errors.  See src/README.pmhash for the layout and the protocols.
+ *
+ * This is the core's public header.  Its code is in src/core, one file per
+ * layer, declared below in this order:
+ *	pmh_pool.c		segment words, the pool header, the persistence choke point
+ *	pmh_segment.c	segment metadata and fingerprints, lookup, insert, overflow
+ *					(its inline helpers: pmh_segment.h, included from here)
+ *	pmh_split.c		failure-atomic splits
+ *	pmh_dbucket.c	the backup log and D-buckets, relocation
+ *	pmh_recover.c	the directory, recovery
+ * pmh_core_int.h is internal to those files.  pmh_media.c/.h, beside them,
+ * model the device's media traffic for statistics and benchmarks.
  *
  *-------------------------------------------------------------------------
  */
@@ -23,10 +34,6 @@
 #endif
 
 #include "port/pg_bitutils.h"
-
-#ifdef __SSE2__
-#include <emmintrin.h>
-#endif
 
 /*
  * Layout constants.  A pool is a 4 kB header, the backup log (PMH_LOG_LINES
@@ -441,132 +448,7 @@ pmh_log_entry_is_live(const PmhEntry *e)
 		pmh_tag_offset(tag) != 0;
 }
 
-/*
- * Which of a bucket's 16 slots (bits of occ, the live ones) have the 16-bit
- * fingerprint fp: the only slots a probe reads from the pool.  With SSE2,
- * two compares of 8 fingerprints each, packed to one bit per slot.
- */
-static inline uint32
-pmh_fp_candidates(const uint16 *fps, uint32 occ, uint16 fp)
-{
-	uint32		match = 0;
-
-	if (occ == 0)
-		return 0;
-#ifdef __SSE2__
-	{
-		__m128i		v = _mm_set1_epi16((short) fp);
-		__m128i		lo = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) fps), v);
-		__m128i		hi = _mm_cmpeq_epi16(_mm_loadu_si128((const __m128i *) (fps + 8)), v);
-
-		/* 0xffff / 0 words saturate to 0xff / 0 bytes: one bit per slot */
-		match = (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
-	}
-#else
-	{
-		int			i;
-
-		for (i = 0; i < PMH_BUCKET_SLOTS; i++)
-			if (fps[i] == fp)
-				match |= (uint32) 1 << i;
-	}
-#endif
-	return match & occ;
-}
-
-/* start loading an address that is going to be read */
-static inline void
-pmh_prefetch(const void *addr)
-{
-#if defined(__GNUC__) || defined(__clang__)
-	__builtin_prefetch(addr);
-#endif
-}
-
-/* start loading an address that is going to be written */
-static inline void
-pmh_prefetch_write(const void *addr)
-{
-#if defined(__GNUC__) || defined(__clang__)
-	__builtin_prefetch(addr, 1);
-#endif
-}
-
-/*
- * The fingerprint bucket of a hash: mixes hash bits 16..47, which the
- * fingerprint does not use and, below the top "depth" bits, vary among the
- * entries of one segment.
- */
-static inline int
-pmh_fpt_bucket(uint64 hash)
-{
-	uint32		x = (uint32) (hash >> 16) * 0x9E3779B1U;
-
-	return (int) (((uint64) x * PMH_FPT_BUCKETS) >> 32);
-}
-
-/* is slot "slot" of a segment live, as its metadata's occupancy says? */
-static inline bool
-pmh_meta_is_live(const PmhSegMeta *meta, int slot)
-{
-	return (meta->occ[slot / PMH_BUCKET_SLOTS] >> (slot % PMH_BUCKET_SLOTS)) & 1;
-}
-
-/* is fingerprint bucket b marked passed (see PmhFpBucket)? */
-static inline bool
-pmh_fpt_is_passed(const PmhSegMeta *meta, int b)
-{
-	return (meta->fpt_passed[b >> 3] >> (b & 7)) & 1;
-}
-
-/*
- * Ways of a fingerprint bucket holding fingerprint fp, as a bit mask (the
- * unused ways have slot 0; a match there is dropped by the caller, which
- * looks at the slot anyway).  With SSE2: two compares of 8 fingerprints.
- */
-static inline uint32
-pmh_fpt_match(const PmhFpBucket *bk, uint16 fp)
-{
-	return pmh_fp_candidates(bk->fp, 0xffff, fp);
-}
-
-/*
- * The slot number (plus one; 0 = unused) of way w of a fingerprint bucket,
- * read once: lookups without the segment lock (pmh_lookup_prefetch, an
- * optimistic pmh_lookup) check the value they use, and the compiler must
- * not read it again.
- */
-static inline uint16
-pmh_fpt_way_slot(const PmhFpBucket *bk, int w)
-{
-	return __atomic_load_n(&bk->slot[w], __ATOMIC_RELAXED);
-}
-
-/*
- * Start loading the fingerprint bucket of hash in a segment's table, to be
- * written: a relocation does this for all of its entries first, so that
- * the 16 misses overlap instead of each stalling an insert.
- */
-static inline void
-pmh_fpt_prefetch(const PmhSegMeta *meta, uint64 hash)
-{
-	pmh_prefetch_write(&meta->fpt[pmh_fpt_bucket(hash)]);
-}
-
-/*
- * Start loading what a lookup of hash reads of a segment's metadata: its
- * first cache line and the hash's fingerprint bucket.  A lookup calls this
- * before it takes the segment's lock, so that these misses overlap the
- * lock's and each other.
- */
-static inline void
-pmh_meta_prefetch(const PmhSegMeta *meta, uint64 hash)
-{
-	pmh_prefetch(meta);
-	pmh_prefetch(&meta->fpt[pmh_fpt_bucket(hash)]);
-}
-
-/* ---- the pool ---- */
+/* ---- the pool (pmh_pool.c) ---- */
 extern void pmh_header_init(PmhPoolHeader *hdr, uint64 pool_id,
 							uint32 db_oid, uint32 spc_oid, uint32 rel_node,
 							uint32 index_oid);
@@ -653,60 +535,6 @@ pmh_version_write_end(uint32 *version)
 	__atomic_store_n(version, (*version | 1) + 1, __ATOMIC_RELEASE);
 }
 
-/*
- * Keys a batched lookup (a scan of "= ANY (array)") works on together:
- * enough for their cache misses to overlap, few enough for their lines to
- * stay in cache until used.
- */
-#define PMH_LOOKUP_BATCH		16
-
-/*
- * Start loading the entries that a lookup of hash in segment segno will
- * compare: those whose fingerprint matches in the hash's own fingerprint
- * bucket.  Batched lookups call this after pmh_meta_prefetch and before the
- * locked lookup (pmh_lookup), so that the entry misses of several lookups
- * overlap.  It reads the bucket without the segment's lock: what it reads
- * may be changing, but it only chooses lines to prefetch (a slot number
- * out of range is skipped), and the lookup reads everything again under
- * the lock.
- */
-static inline void
-pmh_lookup_prefetch(const PmhPool *pool, const PmhSegMeta *meta,
-					uint32 segno, uint64 hash)
-{
-	const PmhFpBucket *bk = &meta->fpt[pmh_fpt_bucket(hash)];
-	const PmhEntry *entries = pmh_seg_entries(pool, segno);
-	uint32		c = pmh_fpt_match(bk, pmh_meta_fp(hash));
-
-	while (c)
-	{
-		int			w = pg_rightmost_one_pos32(c);
-		uint32		slot = (uint32) pmh_fpt_way_slot(bk, w) - 1;
-
-		c &= c - 1;
-		if (slot < PMH_SEG_SLOTS)
-			pmh_prefetch(&entries[slot]);
-	}
-}
-
-/*
- * Start loading what a bulk insert of hash into a segment reads and writes
- * of its metadata: the first line, the hash's fingerprint bucket and the
- * occupancy masks (two lines) that pmh_insert_new searches for a free slot.
- * CREATE INDEX calls this for a batch of entries, then
- * pmh_insert_prefetch_slot, then inserts them.
- */
-static inline void
-pmh_insert_prefetch_meta(const PmhSegMeta *meta, uint64 hash)
-{
-	StaticAssertStmt(sizeof(meta->occ) == 2 * PMH_CACHELINE_BYTES,
-					 "the occupancy masks are two cache lines");
-	pmh_prefetch_write(meta);
-	pmh_fpt_prefetch(meta, hash);
-	pmh_prefetch_write(&meta->occ[0]);
-	pmh_prefetch_write(&meta->occ[PMH_SEG_BUCKETS / 2]);
-}
-
 /* the extension number of a log segment's word */
 static inline uint32
 pmh_segword_log_ext(uint64 word)
@@ -750,7 +578,7 @@ extern int	pmh_pool_state_init(PmhPool *pool, uint64 crash_count);
 extern int	pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count,
 								  bool *stale);
 
-/* ---- segments ---- */
+/* ---- segments (pmh_segment.c) ---- */
 extern void pmh_meta_reset(PmhSegMeta *meta, uint64 word);
 extern int	pmh_find_slot(const PmhPool *pool, const PmhSegMeta *meta,
 						  uint32 segno, uint64 hash, uint64 tag);
@@ -774,6 +602,17 @@ extern void pmh_insert_prefetch_slot(const PmhPool *pool,
 extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
 							 uint32 segno, uint32 newseg);
 extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);
+extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
+					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
+extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
+							 int bucket, uint16 mask);
+extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
+						 uint32 segno, uint64 hash, uint64 tag);
+
+/* the segment layer's inline helpers: fingerprints and prefetch hints */
+#include "pmh_segment.h"
+
+/* ---- splits (pmh_split.c) ---- */
 extern int	pmh_segments_needed_for_split(const PmhCallbacks *cb, uint32 segno);
 extern int	pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 					  uint32 *newsegno);
@@ -786,14 +625,8 @@ extern int	pmh_split(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 extern int	pmh_split_reserved(PmhPool *pool, const PmhCallbacks *cb,
 							   uint32 segno, const uint32 *seg, int *nseg,
 							   uint32 *newsegno);
-extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
-					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
-extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
-							 int bucket, uint16 mask);
-extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
-						 uint32 segno, uint64 hash, uint64 tag);
 
-/* ---- the backup log and D-buckets ---- */
+/* ---- the backup log and D-buckets (pmh_dbucket.c) ---- */
 extern int	pmh_log_write(PmhPool *pool, uint32 line, int first,
 						  const PmhEntry *entries, int n);
 extern int	pmh_log_clear_slots(PmhPool *pool, const uint32 *slots, int n);
@@ -837,11 +670,11 @@ pmh_lookup_all(const PmhPool *pool, const PmhCallbacks *cb,
 	return pmh_pending_lookup(meta, hash, tags, n, maxtags);
 }
 
-/* ---- the directory ---- */
+/* ---- the directory (pmh_recover.c) ---- */
 extern void pmh_dir_assign(uint32 *dir, int gd, uint64 word, uint32 segno);
 extern void pmh_dir_double(const uint32 *olddir, int gd, uint32 *newdir);
 
-/* ---- recovery ---- */
+/* ---- recovery (pmh_recover.c) ---- */
 
 /* What recovery found in one segment slot. */
 typedef enum PmhSegRole
