@@ -54,7 +54,7 @@
  * Media traffic: the choke point's flush hook traces every flushed range
  * with the number of the fence that ends it; after each phase the traces
  * are fed, in fence order, into the write-combining buffer model of
- * src/pmh_media.c (64 lines of 256 B, LRU; one model for all threads) and
+ * src/core/pmh_media.c (64 lines of 256 B, LRU; one model for all threads) and
  * the model is drained.  The model's work is not timed, only the trace's
  * recording (an atomic add per fence, a store per range): the server runs it
  * at each fence, but Dash's and CCEH's figures carry no such instrument.
@@ -2310,7 +2310,7 @@ report(int is_pmem)
 		   (unsigned long long) opt.entries, (unsigned long long) opt.ops,
 		   (unsigned long long) opt.del_ops, opt.theta);
 	if (opt.media_lines > 0)
-		printf("- media model: %d lines of 256 B, LRU (src/pmh_media.c); fed after each phase from a trace of the fenced ranges (the model not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
+		printf("- media model: %d lines of 256 B, LRU (src/core/pmh_media.c); fed after each phase from a trace of the fenced ranges (the model not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
 			   opt.media_lines);
 	if (load_shape.valid)
 		printf("- after the load (%d thread(s)): %u primary segments, %u overflow, %u log segments, global depth %d, %llu splits (%llu of them under the segment lock alone), load factor %.2f, pool %.1f B/entry, volatile metadata %.1f B/entry (this driver's PmhSegMeta; the server's is smaller)\n",

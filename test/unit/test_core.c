@@ -2,7 +2,7 @@
  *
  * test_core.c
  *	  The unit-test program of the server-independent core of pmhash
- *	  (src/pmh_core.c): the list of its tests and the driver that runs them.
+ *	  (src/core): the list of its tests and the driver that runs them.
  *	  The tests are in one file per concern of the core:
  *		test_pool.c		pool header, segment words, tags, persist accounting,
  *						batches, the pool's state line

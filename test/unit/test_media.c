@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * test_media.c
- *	  Unit tests of the media-traffic model (src/pmh_media.c): the device's
+ *	  Unit tests of the media-traffic model (src/core/pmh_media.c): the device's
  *	  write-combining buffer of 256 B lines that turns flushed 64 B cache
  *	  lines into media bytes written and read.
  *

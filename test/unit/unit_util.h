@@ -1,7 +1,7 @@
 /*-------------------------------------------------------------------------
  *
  * unit_util.h
- *	  Small helpers shared by the programs that drive src/pmh_core.c without
+ *	  Small helpers shared by the programs that drive the core (src/core) without
  *	  a server (test/unit/test_core.c, test/bench/pmh_bench.c): the
  *	  monotonic clock and the splitmix64 random generator.
  *
