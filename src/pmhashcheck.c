@@ -190,40 +190,19 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 	return meta->npending;
 }
 
-/* every check, with the index lock held exclusively */
+/*
+ * The log extensions: each names a log segment of its number (marked 3 in
+ * seen[]), and none past those in use names any.
+ */
 static void
-pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
+pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 {
 	PmhashShared *shared = idx->shared;
 	PmhPool    *pool = &idx->local->pool;
-	const PmhPoolHeader *hdr = (const PmhPoolHeader *) pool->base;
-	uint64		nseg = shared->nsegments;
-	uint8	   *seen;
-	uint64		total = 0;
-	uint64		primaries = 0;
-	uint64		overflows = 0;
-	uint64		ndir = UINT64CONST(1) << shared->global_depth;
-	uint64		i;
-	PmhHeaderStatus hs;
-	uint16	   *seen_pending;
-	uint64		pending = 0;
 	const uint32 *exts = pmhash_dsa_address(shared->logexts);
+	uint64		nseg = shared->nsegments;
+	uint64		i;
 
-	hs = pmh_header_validate(hdr, pool->mapped_len);
-	if (hs != PMH_HEADER_OK)
-		pmhash_problem(st, "pool header: %s", pmh_header_status_string(hs));
-	if (hdr->db_oid != shared->key.dbid || hdr->rel_node != shared->key.relnode ||
-		hdr->spc_oid != shared->key.spcid || hdr->pool_id != shared->pool_id)
-		pmhash_problem(st, "pool header names another index storage");
-	if (pool->mapped_len < pmh_pool_bytes(nseg))
-		pmhash_problem(st, "pool mapping is shorter than its %llu segments",
-					   (unsigned long long) nseg);
-
-	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain, 3 = log */
-	seen = palloc0(nseg);
-	seen_pending = palloc0(sizeof(uint16) * pmhash_log_nlines(shared));
-
-	/* the log extensions: each names a log segment of its number */
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
 	{
 		uint64		w;
@@ -249,6 +228,69 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 		else
 			seen[exts[i]] = 3;
 	}
+}
+
+/*
+ * The backup-log line states: pending masks as the D-buckets hold them
+ * (seen_pending), and free masks that match the states.
+ */
+static void
+pmhash_check_log_lines(PmhashIndex *idx, PmhashCheckState *st,
+					   const uint16 *seen_pending)
+{
+	PmhashShared *shared = idx->shared;
+	uint64		i;
+
+	/* owners change under the log lock alone (a backend exiting) */
+	LWLockAcquire(&shared->loglock, LW_SHARED);
+	for (i = 0; i < pmhash_log_nlines(shared); i++)
+	{
+		PmhLogLine *ls = pmhash_log_line_state(shared, (uint32) i);
+		bool		marked_free = pmhash_log_line_marked_free(shared, (uint32) i);
+
+		if (ls->pending != seen_pending[i])
+			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
+						   (unsigned long long) i, ls->pending, seen_pending[i]);
+		if (marked_free != (ls->pending == 0 && ls->owner == -1))
+			pmhash_problem(st, "backup-log line %llu: the free mask says %s, its state says otherwise",
+						   (unsigned long long) i, marked_free ? "free" : "in use");
+	}
+	LWLockRelease(&shared->loglock);
+}
+
+/* every check, with the index lock held exclusively */
+static void
+pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
+{
+	PmhashShared *shared = idx->shared;
+	PmhPool    *pool = &idx->local->pool;
+	const PmhPoolHeader *hdr = (const PmhPoolHeader *) pool->base;
+	uint64		nseg = shared->nsegments;
+	uint8	   *seen;
+	uint64		total = 0;
+	uint64		primaries = 0;
+	uint64		overflows = 0;
+	uint64		ndir = UINT64CONST(1) << shared->global_depth;
+	uint64		i;
+	PmhHeaderStatus hs;
+	uint16	   *seen_pending;
+	uint64		pending = 0;
+
+	hs = pmh_header_validate(hdr, pool->mapped_len);
+	if (hs != PMH_HEADER_OK)
+		pmhash_problem(st, "pool header: %s", pmh_header_status_string(hs));
+	if (hdr->db_oid != shared->key.dbid || hdr->rel_node != shared->key.relnode ||
+		hdr->spc_oid != shared->key.spcid || hdr->pool_id != shared->pool_id)
+		pmhash_problem(st, "pool header names another index storage");
+	if (pool->mapped_len < pmh_pool_bytes(nseg))
+		pmhash_problem(st, "pool mapping is shorter than its %llu segments",
+					   (unsigned long long) nseg);
+
+	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain, 3 = log */
+	seen = palloc0(nseg);
+	seen_pending = palloc0(sizeof(uint16) * pmhash_log_nlines(shared));
+
+	pmhash_check_log_exts(idx, st, seen);
 
 	/* the directory: each entry names a primary covering it */
 	for (i = 0; i < ndir; i++)
@@ -333,21 +375,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 					   (unsigned long long) shared->overflows,
 					   (unsigned long long) primaries,
 					   (unsigned long long) overflows);
-	/* owners change under the log lock alone (a backend exiting) */
-	LWLockAcquire(&shared->loglock, LW_SHARED);
-	for (i = 0; i < pmhash_log_nlines(shared); i++)
-	{
-		PmhLogLine *ls = pmhash_log_line_state(shared, (uint32) i);
-		bool		marked_free = pmhash_log_line_marked_free(shared, (uint32) i);
-
-		if (ls->pending != seen_pending[i])
-			pmhash_problem(st, "backup-log line %llu: marked pending %04x, D-buckets hold %04x",
-						   (unsigned long long) i, ls->pending, seen_pending[i]);
-		if (marked_free != (ls->pending == 0 && ls->owner == -1))
-			pmhash_problem(st, "backup-log line %llu: the free mask says %s, its state says otherwise",
-						   (unsigned long long) i, marked_free ? "free" : "in use");
-	}
-	LWLockRelease(&shared->loglock);
+	pmhash_check_log_lines(idx, st, seen_pending);
 	if (pg_atomic_read_u64(&shared->unloaded) != 0 ||
 		shared->log_unverified != 0 || DsaPointerIsValid(shared->reclist))
 		pmhash_problem(st, "after loading every segment, %llu are counted as not loaded and %u log entries as not sorted out",

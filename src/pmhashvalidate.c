@@ -162,7 +162,10 @@ pmhash_pair_has_equality(List *groups, Oid lefttype, Oid righttype)
  *
  * Problems are reported at INFO level, one message each, and make the result
  * false.  The family-wide checks are repeated for every class of a family,
- * which is cheap enough not to complicate matters.
+ * which is cheap enough not to complicate matters.  It is one long function
+ * in the shape of PostgreSQL's hashvalidate and btvalidate -- a pass over
+ * the family's support functions, one over its operators, then the
+ * cross-checks -- so that the three can be read against theirs.
  */
 bool
 pmhashvalidate(Oid opclassoid)
