@@ -97,9 +97,9 @@ FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
 	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
-FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c
+FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c src/core/pmh_writepath.c
 FUZZ_DEPS = $(FUZZ_COMMON) test/fuzz/fuzz_common.h test/fuzz/fuzz_format.h \
-	src/pmh_core.h test/fuzz/coverage_ignore.txt
+	src/pmh_core.h src/core/pmh_writepath.h test/fuzz/coverage_ignore.txt
 FUZZ_TARGETS = test/fuzz/fuzz_pool test/fuzz/fuzz_ops
 
 $(FUZZ_TARGETS): %: %.c $(FUZZ_DEPS)
