@@ -103,9 +103,10 @@ typedef struct FoState
  * unflushed (the core's fault PMH_WP_FAULT_KEEP_ZEROED), as the server did
  * before it flushed them: on persistent memory such a line's old copies may
  * still be on the media, and a power failure after the delete brings the
- * deleted entry back.  test/fuzz/regress/ops/log-reuse-vacuum then fails:
- * it shows that the fuzzer catches that bug.  The core (and the server)
- * flush those lines in pmh_wp_vacuum_begin.
+ * deleted entry back.  test/fuzz/regress/ops/log-reuse-vacuum then fails,
+ * as soon as the clearing is done (check_log_cleared: the persisted line
+ * still holds a released copy): it shows that the fuzzer catches that bug.
+ * The core (and the server) flush those lines in pmh_wp_vacuum_begin.
  */
 static bool server_vacuum = false;
 
@@ -324,7 +325,8 @@ typedef struct FoDoomed
 	uint32		next;			/* the entry the core judges next */
 	uint64		hash;
 	uint64		tag;
-	int			ndoomed;
+	uint32		slots[PMH_DBUCKET_SLOTS];	/* log slots of those doomed */
+	int			nslots;
 } FoDoomed;
 
 /*
@@ -345,8 +347,47 @@ pending_doomed(uint64 tag, void *arg)
 	pe = &d->meta->pending[d->next++];
 	if (pe->hash != d->hash || pe->tag != d->tag)
 		return false;
-	d->ndoomed++;
+	d->slots[d->nslots++] = pe->logslot;
 	return true;
+}
+
+/* what was persisted of a log entry (its copy in the shadow) */
+static const PmhEntry *
+persisted_copy(const FzPool *fp, const PmhEntry *e)
+{
+	return (const PmhEntry *) (fp->shadow + ((const char *) e - fp->pool.base));
+}
+
+/*
+ * VACUUM's part of the log is done (pmh_wp_vacuum_begin): every log slot
+ * that is not pending reads as cleared in the pool and, unless a power
+ * failure froze it, in what was persisted, and no line counts as zeroed
+ * for reuse any more, so that no restart can bring back what is deleted.
+ */
+static void
+check_log_cleared(FoState *st)
+{
+	FzPool	   *fp = &st->fp;
+	PmhWriter  *w = fz_writer(fp);
+	uint32		l;
+
+	for (l = 0; l < pmh_log_nlines(&fp->log); l++)
+	{
+		const PmhLogLine *ls = pmh_wp_line(w, l);
+		const PmhEntry *e = pmh_log_line(&fp->pool, l);
+		const PmhEntry *persisted = persisted_copy(fp, e);
+		int			k;
+
+		if (ls->owner == PMH_LOG_UNUSABLE)
+			continue;
+		FZ_ASSERT(!ls->zeroed, "log line %u counts as zeroed after VACUUM's clearing", l);
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+			FZ_ASSERT((ls->pending & (1 << k)) ||
+					  (e[k].tag == 0 && (fp->frozen || persisted[k].tag == 0)),
+					  "released log slot %u holds tag %016llx (%016llx persisted) after VACUUM's clearing",
+					  l * PMH_BUCKET_SLOTS + (uint32) k, (unsigned long long) e[k].tag,
+					  (unsigned long long) persisted[k].tag);
+	}
 }
 
 /* VACUUM begins deleting (pmh_wp_vacuum_begin) */
@@ -355,6 +396,7 @@ vacuum_begin(FoState *st)
 {
 	FZ_ASSERT(pmh_wp_vacuum_begin(fz_writer(&st->fp)) == PMH_WP_OK,
 			  "clearing the backup log failed");
+	check_log_cleared(st);
 }
 
 /*
@@ -375,6 +417,7 @@ delete_pair(FoState *st, size_t mi)
 	uint32		nremaining;
 	uint32		seg;
 	int			copies = 0;
+	int			i;
 
 	for (seg = p; seg != PMH_NO_SEGMENT; seg = st->fp.meta[seg].ovf_next)
 	{
@@ -409,12 +452,22 @@ delete_pair(FoState *st, size_t mi)
 									&nremoved, &nremaining) == PMH_WP_OK,
 			  "removing (%016llx, %016llx) from the D-bucket of %u failed",
 			  (unsigned long long) hash, (unsigned long long) tag, p);
-	FZ_ASSERT(d.next == npending && nremoved == (uint32) d.ndoomed &&
+	FZ_ASSERT(d.next == npending && nremoved == (uint32) d.nslots &&
 			  nremoved + nremaining == npending && pm->npending == nremaining &&
 			  st->fp.log.pending == logpending - nremoved && !pending_has(st, hash, tag),
 			  "pmh_wp_vacuum_pending(%u): %u entries, %u judged, %d doomed, %u removed, %u left (%u in the D-bucket); %u log slots pending, %u before",
-			  p, npending, d.next, d.ndoomed, nremoved, nremaining, pm->npending,
+			  p, npending, d.next, d.nslots, nremoved, nremaining, pm->npending,
 			  st->fp.log.pending, logpending);
+	for (i = 0; i < d.nslots; i++)
+	{
+		const PmhEntry *e = pmh_log_entry(&st->fp.pool, d.slots[i]);
+		const PmhEntry *persisted = persisted_copy(&st->fp, e);
+
+		FZ_ASSERT(e->tag == 0 && (st->fp.frozen || persisted->tag == 0),
+				  "VACUUM left tag %016llx (%016llx persisted) in log slot %u of a deleted entry",
+				  (unsigned long long) e->tag, (unsigned long long) persisted->tag,
+				  d.slots[i]);
+	}
 	copies += (int) nremoved;
 	FZ_ASSERT(copies > 0, "delete: (%016llx, %016llx) of the model is stored nowhere",
 			  (unsigned long long) hash, (unsigned long long) tag);
