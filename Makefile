@@ -89,12 +89,14 @@ EXTRA_CLEAN = $(UNIT_TESTS) test/bench/pmh_bench results regression.diffs regres
 
 # Fuzz targets (libFuzzer, clang-14 with AddressSanitizer and UBSan): "make
 # fuzz" builds them and writes the seed corpora to test/fuzz/seeds; see
-# README.md "Fuzzing" and test/fuzz/run.sh.
+# README.md "Fuzzing" and test/fuzz/run.sh.  The core's Assert()s are on
+# (USE_ASSERT_CHECKING: in frontend code, assert()), so that the fuzzers
+# check the write path's own invariants too.
 FUZZ_CC = clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	-Wmissing-prototypes -Wno-unused-parameter -Wno-ignored-attributes \
-	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
+	-DFRONTEND -DUSE_ASSERT_CHECKING -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
 	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
 FUZZ_COMMON = test/fuzz/fuzz_common.c src/pmh_core.c src/core/pmh_writepath.c
