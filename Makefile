@@ -67,6 +67,8 @@ CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \
 	-I$(shell $(PG_CONFIG) --includedir-server)
 CORE_TEST_LIBS = -L$(shell $(PG_CONFIG) --libdir) \
 	-L$(shell $(PG_CONFIG) --pkglibdir) -lpgcommon -lpgport -lpmem -lpthread
+# the unit tests also check the core's assertions (not the benchmark)
+UNIT_CFLAGS = $(CORE_TEST_CFLAGS) -DUSE_ASSERT_CHECKING
 
 # test/unit/tpool.c is the harness the core's test programs share: test
 # pools, the reference model and the checks
@@ -86,15 +88,15 @@ CORE_TESTS = test/unit/test_core.c test/unit/test_core.h \
 	test/unit/test_torn.c
 
 test/unit/test_core: $(CORE_TESTS) $(CORE_HARNESS)
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 # the persist-point crash simulator (see its header)
 test/unit/test_crashsim: test/unit/test_crashsim.c $(CORE_HARNESS)
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 # so does the media-traffic model
 test/unit/test_media: test/unit/test_media.c $(UNIT_HARNESS) src/core/pmh_media.c src/core/pmh_media.h
-	$(CC) $(CORE_TEST_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
+	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)
 
 UNIT_TESTS = test/unit/test_core test/unit/test_media test/unit/test_crashsim
 
@@ -105,8 +107,8 @@ unit: $(UNIT_TESTS)
 	@rc=0; for t in $(UNIT_TESTS); do echo "./$$t"; ./$$t || rc=1; done; exit $$rc
 
 # The benchmark driver of the core alone (test/bench/pmh_bench.c): the
-# write path, searches and deletes without a server; see README.md,
-# "Benchmarks".  Built, not run, by "make bench-core".
+# write path, searches and deletes without a server; see doc/BENCHMARKS.md,
+# "core_bench.sh and pmh_bench".  Built, not run, by "make bench-core".
 test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h \
 		$(CORE_C) $(CORE_H) src/core/pmh_media.c src/core/pmh_media.h
 	$(CC) $(CORE_TEST_CFLAGS) -o $@ test/bench/pmh_bench.c $(CORE_C) \
@@ -119,12 +121,14 @@ EXTRA_CLEAN = $(UNIT_TESTS) test/bench/pmh_bench results regression.diffs regres
 
 # Fuzz targets (libFuzzer, clang-14 with AddressSanitizer and UBSan): "make
 # fuzz" builds them and writes the seed corpora to test/fuzz/seeds; see
-# README.md "Fuzzing" and test/fuzz/run.sh.
+# doc/TESTING.md "Fuzzing" and test/fuzz/run.sh.  The core's Assert()s are on
+# (USE_ASSERT_CHECKING: in frontend code, assert()), so that the fuzzers
+# check the write path's own invariants too.
 FUZZ_CC = clang-14
 FUZZ_SAN = -fsanitize=address,undefined -fno-sanitize-recover=all
 FUZZ_CFLAGS = -g -O1 -fno-omit-frame-pointer -Wall -Wextra -Werror \
 	-Wmissing-prototypes -Wno-unused-parameter -Wno-ignored-attributes \
-	-DFRONTEND -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
+	-DFRONTEND -DUSE_ASSERT_CHECKING -I$(srcdir)/src -I$(srcdir)/src/core -I$(srcdir)/test/fuzz \
 	-I$(shell $(PG_CONFIG) --includedir) \
 	-I$(shell $(PG_CONFIG) --includedir-server)
 FUZZ_COMMON = test/fuzz/fuzz_common.c $(CORE_C)

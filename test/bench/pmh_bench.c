@@ -1427,7 +1427,7 @@ static const char *const op_names[] = {
  *				src/ takes shared around every lookup (pmhash_attach):
  *				what its two atomic operations cost.  Safe here only
  *				because nothing writes during a search phase; src/ would
- *				need an index-wide version check instead (README.md,
+ *				need an index-wide version check instead (doc/BENCHMARKS.md,
  *				"What bounds each number")
  *	one-miss reference	not pmhash: the same keys in a table shaped as
  *				CCEH keeps them (ref_build), found from the hash alone, so

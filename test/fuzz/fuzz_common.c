@@ -4,11 +4,15 @@
  *	  The harness shared by the fuzz targets: see fuzz_common.h.
  *
  * The pool is driven the way the server drives it (pmhashshmem.c,
- * pmhashlog.c): recovery then pmh_meta_load of every segment in use, the
- * directory from the segment words, the backup log back into D-buckets,
- * relocation of a full D-bucket before a new entry, and a split or a new
- * overflow segment whenever the core answers so, after growing the pool
- * by what pmh_segments_needed_for_split announced.
+ * pmhashblog.c): recovery then pmh_meta_load of every segment in use, the
+ * directory from the segment words, and a split or a new overflow segment
+ * whenever the core answers so, after growing the pool by what
+ * pmh_segments_needed_for_split announced.  The backup log and the
+ * D-buckets -- reserving and releasing log slots, placing entries, making
+ * room, relocating everything, VACUUM's clearing, log recovery -- are the
+ * core's write-path protocol (src/core/pmh_writepath.c), the code the
+ * server runs, driven by one writer: PmhWriteOps below, without locks (the
+ * writer always holds the index "exclusively").
  *
  *-------------------------------------------------------------------------
  */
@@ -267,6 +271,9 @@ fz_pool_init(FzPool *fp, char *image, size_t len, bool shadow)
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
 		fp->log_exts[i] = PMH_NO_SEGMENT;
 	fp->pool.log_ext_segs = fp->log_exts;
+	fp->log_fixed = PMH_LOG_LINES;
+	fp->log_max_exts = PMH_LOG_MAX_EXTS;
+	fp->own_line = -1;
 	fp->max_segments = FZ_MAX_SEGMENTS;
 	fp->cb.get_meta = fz_cb_get_meta;
 	fp->cb.alloc_segment = fz_cb_alloc_segment;
@@ -279,10 +286,25 @@ fz_pool_init(FzPool *fp, char *image, size_t len, bool shadow)
 	}
 }
 
+/* give back the line states of the backup log (fz_log_setup) */
+static void
+fz_log_free(FzPool *fp)
+{
+	uint32		c;
+
+	if (fp->chunks == NULL)
+		return;
+	for (c = 0; c < FZ_LOG_CHUNKS; c++)
+		free(fp->chunks[c]);
+	free(fp->chunks);
+	fp->chunks = NULL;
+}
+
 /* release everything, the image too */
 void
 fz_pool_free(FzPool *fp)
 {
+	fz_log_free(fp);
 	free(fp->pool.base);
 	free(fp->shadow);
 	free(fp->meta);
@@ -376,13 +398,17 @@ fz_pool_create(FzPool *fp, uint64 nseg, bool shadow)
 	fp->role[0] = PMH_SEG_PRIMARY;
 	pmh_meta_reset(&fp->meta[0], pmh_seg_header(&fp->pool, 0)->word);
 	fz_dir_build(fp, 0);
+	fz_log_setup(fp, fp->log_fixed, fp->log_max_exts);
 }
 
 /*
  * What the server does when it loads an index: pmh_recover, then the
  * metadata of every segment in use (an overflow segment's entries are
  * judged by its owner's word), the free list, the log extensions and the
- * directory.  D-buckets start empty.  Returns pmh_recover's result.
+ * directory.  D-buckets start empty, and so do the backup log's line
+ * states (fz_log_setup with the log's configuration): the caller recovers
+ * the log through the core (pmh_wp_recover_all, or pmh_wp_log_recover and
+ * pmh_wp_recover_slot).  Returns pmh_recover's result.
  */
 int
 fz_pool_load(FzPool *fp, PmhRecoveryResult *res)
@@ -406,7 +432,7 @@ fz_pool_load(FzPool *fp, PmhRecoveryResult *res)
 	fp->nseg = 0;
 	fz_resize_meta(fp, 0, nseg);
 	fp->nfree = 0;
-	fp->nlogexts = 0;
+	fp->log.nexts = 0;
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
 		fp->log_exts[i] = PMH_NO_SEGMENT;
 	for (i = nseg; i > 0; i--)
@@ -449,12 +475,13 @@ fz_pool_load(FzPool *fp, PmhRecoveryResult *res)
 				fz_fail("recovery gave segment %u the role %d", s, (int) roles[s]);
 		}
 	}
-	fp->nlogexts = res->log_exts;
-	for (i = 0; i < fp->nlogexts; i++)
+	fp->log.nexts = res->log_exts;
+	for (i = 0; i < fp->log.nexts; i++)
 		FZ_ASSERT(fp->log_exts[i] != PMH_NO_SEGMENT,
 				  "recovery counted %u log extensions but %llu has no segment",
 				  res->log_exts, (unsigned long long) i);
 	fz_dir_build(fp, res->global_depth);
+	fz_log_setup(fp, fp->log_fixed, fp->log_max_exts);
 	free(roles);
 	free(owner);
 	return 0;
@@ -603,172 +630,250 @@ fz_add_overflow(FzPool *fp, uint32 segno)
 	return newseg;
 }
 
-/* act on a SPLIT or OVERFLOW answer; false for any other answer */
-bool
-fz_handle_no_room(FzPool *fp, uint32 segno, PmhInsertResult r)
+/* ---------------------------------------------------------------------
+ * The write path: the core's protocol, one writer
+ * ---------------------------------------------------------------------
+ */
+
+/* PmhWriteOps.log_lock and log_unlock: one writer takes no lock */
+static void
+fz_wp_nolock(void *arg)
 {
-	if (r == PMH_INSERT_SPLIT)
-	{
-		FZ_ASSERT(pmh_segword_depth(fp->meta[segno].word) < PMH_MAX_DEPTH,
-				  "the core asks to split segment %u at the maximum depth", segno);
-		(void) fz_split(fp, segno);
-		return true;
-	}
-	if (r == PMH_INSERT_OVERFLOW)
-	{
-		(void) fz_add_overflow(fp, segno);
-		return true;
-	}
-	return false;
 }
 
-/* lines of the backup log: the fixed ones and those of the extensions */
-uint32
-fz_log_nlines(const FzPool *fp)
+/* PmhWriteOps.log_chunk */
+static PmhLogChunk *
+fz_wp_chunk(void *arg, uint32 c)
 {
-	return PMH_LOG_LINES + fp->nlogexts * PMH_LOG_EXT_LINES;
+	FzPool	   *fp = (FzPool *) arg;
+
+	FZ_ASSERT(fp->chunks != NULL && c < FZ_LOG_CHUNKS && fp->chunks[c] != NULL,
+			  "the core asks for backup-log chunk %u, which is not set up", c);
+	return fp->chunks[c];
 }
 
-/* add the next log extension; returns its segment */
+/* PmhWriteOps.index_exclusive: the one writer has the index to itself */
+static bool
+fz_wp_exclusive(void *arg)
+{
+	return true;
+}
+
+/* PmhWriteOps.relock */
+static void
+fz_wp_relock(void *arg, bool exclusive)
+{
+	fz_fail("the core changes the lock mode of a writer that holds the index exclusively");
+}
+
+/* PmhWriteOps.lookup_segment: no segment lock is needed */
+static uint32
+fz_wp_segment_of(void *arg, uint64 hash)
+{
+	return fz_primary_of((const FzPool *) arg, hash);
+}
+
+/* PmhWriteOps.lock_hash: the segment and its metadata, no lock */
+static uint32
+fz_wp_lock_hash(void *arg, uint64 hash, PmhSegMeta **meta)
+{
+	FzPool	   *fp = (FzPool *) arg;
+	uint32		segno = fz_primary_of(fp, hash);
+
+	*meta = &fp->meta[segno];
+	return segno;
+}
+
+/* PmhWriteOps.unlock_segment */
+static void
+fz_wp_unlock_segment(void *arg, uint32 segno)
+{
+}
+
+/* PmhWriteOps.split: the core's verdict, acted on at once */
+static bool
+fz_wp_split(void *arg, uint32 segno)
+{
+	FzPool	   *fp = (FzPool *) arg;
+
+	FZ_ASSERT(pmh_segword_depth(fp->meta[segno].word) < PMH_MAX_DEPTH,
+			  "the core asks to split segment %u at the maximum depth", segno);
+	(void) fz_split(fp, segno);
+	return true;
+}
+
+/* PmhWriteOps.add_overflow */
+static bool
+fz_wp_add_overflow(void *arg, uint32 segno)
+{
+	(void) fz_add_overflow((FzPool *) arg, segno);
+	return true;
+}
+
+/* PmhWriteOps.add_log_segment */
+static bool
+fz_wp_add_log_segment(void *arg)
+{
+	(void) fz_add_log_segment((FzPool *) arg);
+	return true;
+}
+
+/* PmhWriteOps.nsegments */
+static uint32
+fz_wp_nsegments(void *arg)
+{
+	return (uint32) ((FzPool *) arg)->nseg;
+}
+
+/* PmhWriteOps.primaries (the log's growth policy) */
+static uint64
+fz_wp_primaries(void *arg)
+{
+	const FzPool *fp = (const FzPool *) arg;
+	uint64		n = 0;
+	uint64		s;
+
+	for (s = 0; s < fp->nseg; s++)
+		n += fp->role[s] == PMH_SEG_PRIMARY;
+	return n;
+}
+
+/* PmhWriteOps.error: the image never fails a write, so this is a bug */
+static void
+fz_wp_error(void *arg, PmhWpStatus status, const char *what, bool fatal)
+{
+	fz_fail("the write path could not %s the pool (status %d%s): %m", what,
+			(int) status, fatal ? ", fatal" : "");
+}
+
+static const PmhWriteOps fz_wp_ops = {
+	.log_lock = fz_wp_nolock,
+	.log_unlock = fz_wp_nolock,
+	.log_chunk = fz_wp_chunk,
+	.index_exclusive = fz_wp_exclusive,
+	.relock = fz_wp_relock,
+	.lock_hash = fz_wp_lock_hash,
+	.unlock_segment = fz_wp_unlock_segment,
+	.lookup_segment = fz_wp_segment_of,
+	.split = fz_wp_split,
+	.add_overflow = fz_wp_add_overflow,
+	.add_log_segment = fz_wp_add_log_segment,
+	.nsegments = fz_wp_nsegments,
+	.primaries = fz_wp_primaries,
+	.error = fz_wp_error,
+};
+
+/*
+ * The pool's writer, for the core's pmh_wp_* calls: filled in afresh from
+ * the pool (stale, faults), as the server fills in a backend's.
+ */
+PmhWriter *
+fz_writer(FzPool *fp)
+{
+	FZ_ASSERT(fp->chunks != NULL, "the backup log's line states are not set up");
+	fp->w = (PmhWriter) {
+		.pool = &fp->pool,
+		.cb = &fp->cb,
+		.ops = &fz_wp_ops,
+		.arg = fp,
+		.log = &fp->log,
+		.id = 1,
+		.own_line = &fp->own_line,
+		.own_used = &fp->own_used,
+		.check_segment = fp->stale,
+		.faults = fp->faults,
+	};
+	return &fp->w;
+}
+
+/*
+ * Set up the line states of the backup log the pool has (its fixed lines
+ * and fp->log.nexts log segments), every line free and unowned: the first
+ * fixed_lines lines of the fixed log are used, the rest never (few make
+ * reuse and growth frequent); the log grows to at most max_exts log
+ * segments.  Both are kept for the restarts to come (fz_pool_load).
+ */
+void
+fz_log_setup(FzPool *fp, uint32 fixed_lines, uint32 max_exts)
+{
+	uint32		c;
+
+	FZ_ASSERT(fixed_lines > 0 && fixed_lines <= PMH_LOG_LINES &&
+			  fp->log.nexts <= PMH_LOG_MAX_EXTS,
+			  "a backup log of %u fixed lines and %u log segments", fixed_lines,
+			  fp->log.nexts);
+	fz_log_free(fp);
+	fp->chunks = pg_malloc0(FZ_LOG_CHUNKS * sizeof(PmhLogChunk *));
+	for (c = 0; c < pmh_log_nlines(&fp->log) / PMH_LOG_CHUNK; c++)
+	{
+		fp->chunks[c] = pg_malloc(sizeof(PmhLogChunk));
+		pmh_wp_chunk_init(fp->chunks[c]);
+	}
+	fp->log_fixed = fixed_lines;
+	fp->log_max_exts = Min(Max(max_exts, fp->log.nexts), PMH_LOG_MAX_EXTS);
+	fp->own_line = -1;
+	fp->own_used = 0;
+	pmh_wp_log_init(fz_writer(fp), fp->log_fixed, fp->log_max_exts);
+}
+
+/*
+ * Add the next log segment (the core's pmh_wp_log_extend) with the chunk of
+ * its line states; returns its segment.  Asked for past the growth limit
+ * (a fuzz operation, a seed), it raises the limit to what the log has.
+ */
 uint32
 fz_add_log_segment(FzPool *fp)
 {
-	uint32		s;
-	uint32		ext = fp->nlogexts;
+	uint32		c = pmh_log_nlines(&fp->log) / PMH_LOG_CHUNK;
+	uint32		segno;
 
-	FZ_ASSERT(ext < PMH_LOG_MAX_EXTS, "too many log extensions");
+	FZ_ASSERT(fp->log.nexts < PMH_LOG_MAX_EXTS && c < FZ_LOG_CHUNKS,
+			  "too many log segments");
+	if (fp->log.nexts >= fp->log.max_exts)
+		fp->log.max_exts = fp->log_max_exts = fp->log.nexts + 1;
 	fz_pool_ensure_free(fp, 1);
-	s = fz_cb_alloc_segment(fp);
-	FZ_ASSERT(pmh_add_log_segment(&fp->pool, s, ext) == 0,
-			  "pmh_add_log_segment(%u, %u): %m", s, ext);
-	pmh_meta_reset(&fp->meta[s], pmh_segword_make_log(ext));
-	fp->role[s] = PMH_SEG_LOG;
-	fp->log_exts[ext] = s;
-	fp->nlogexts++;
-	return s;
+	segno = fz_cb_alloc_segment(fp);
+	fp->chunks[c] = pg_malloc(sizeof(PmhLogChunk));
+	pmh_wp_chunk_init(fp->chunks[c]);
+	FZ_ASSERT(pmh_wp_log_extend(fz_writer(fp), segno, fp->log_exts) == PMH_WP_OK,
+			  "pmh_wp_log_extend(%u): %m", segno);
+	fp->role[segno] = PMH_SEG_LOG;
+	return segno;
 }
 
 /*
- * Relocate the D-bucket of primary segno until it is empty, splitting or
- * adding overflow segments as the core asks; released log slots go to
- * "release".  The first try is the server's under a segment lock (no
- * "decide"): no room then means try again with the choice.
+ * The core's relocation primitive alone, as the protocol never calls it:
+ * one pmh_relocate of primary segno's D-bucket without "decide", which
+ * moves what fits and answers PMH_INSERT_FULL where an entry finds no room
+ * (no split or overflow verdict).  Checks what it reports, releases the
+ * log slots of what it relocated (pmh_wp_release) and returns its answer.
  */
-void
-fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
-			FzReleaseFn release, void *arg)
+PmhInsertResult
+fz_relocate(FzPool *fp, uint32 segno)
 {
-	int			round;
+	uint32		released[PMH_DBUCKET_SLOTS];
+	int			nrel = -1;
+	int			ndup = -1;
+	uint32		before = fp->meta[segno].npending;
+	uint32		pending = fp->log.pending;
+	PmhInsertResult r;
 
-	for (round = 0; round < 200; round++)
-	{
-		uint32		released[PMH_DBUCKET_SLOTS];
-		int			nrel = -1;
-		int			ndup = -1;
-		uint32		before = fp->meta[segno].npending;
-		PmhInsertResult r;
-
-		r = pmh_relocate(&fp->pool, &fp->cb, segno, check_segment,
-						 round > 0, released, &nrel, &ndup);
-		FZ_ASSERT(nrel >= 0 && nrel <= (int) before && ndup >= 0 && ndup <= nrel &&
-				  fp->meta[segno].npending == before - (uint32) nrel,
-				  "pmh_relocate(%u): %u pending, %d released, %d duplicates, %u left",
-				  segno, before, nrel, ndup, fp->meta[segno].npending);
-		if (nrel > 0 && release)
-			release(arg, released, nrel);
-		if (r == PMH_INSERT_DONE)
-		{
-			FZ_ASSERT(fp->meta[segno].npending == 0,
-					  "pmh_relocate(%u) is done with %u entries pending",
-					  segno, fp->meta[segno].npending);
-			return;
-		}
-		if (r == PMH_INSERT_FULL && round == 0)
-			continue;
-		if (!fz_handle_no_room(fp, segno, r))
-			fz_fail("pmh_relocate(%u): result %d: %m", segno, (int) r);
-	}
-	fz_fail("relocation of segment %u did not finish after 200 rounds", segno);
-}
-
-/* relocate every D-bucket */
-void
-fz_relocate_all(FzPool *fp, bool check_segment, FzReleaseFn release, void *arg)
-{
-	uint64		s;
-
-	/* a split hands new segments their share: they sit anywhere */
-	for (s = 0; s < fp->nseg; s++)
-		if (fp->role[s] == PMH_SEG_PRIMARY && fp->meta[s].npending > 0)
-		{
-			fz_relocate(fp, (uint32) s, check_segment, release, arg);
-			s = (uint64) -1;	/* start over */
-		}
-}
-
-/*
- * Put an entry whose log copy is persistent into the D-bucket of its
- * primary, relocating a full D-bucket first (pmhash_place_pending).
- */
-void
-fz_place_pending(FzPool *fp, uint64 hash, uint64 tag, uint32 logslot,
-				 bool check_segment, FzReleaseFn release, void *arg)
-{
-	int			round;
-
-	for (round = 0; round < 100; round++)
-	{
-		uint32		p = fz_primary_of(fp, hash);
-
-		if (fp->meta[p].npending < PMH_DBUCKET_SLOTS)
-		{
-			pmh_pending_add(&fp->meta[p], hash, tag, logslot);
-			return;
-		}
-		fz_relocate(fp, p, check_segment, release, arg);
-	}
-	fz_fail("no room in a D-bucket for %016llx after 100 rounds",
-			(unsigned long long) hash);
-}
-
-/*
- * The server's log recovery (pmhash_log_recover): every live backup-log
- * slot whose entry its segment does not hold goes back into a D-bucket.
- * At most "max" entries are restored (a bound on the fuzzer's work);
- * "note" hears of each restored slot before it is placed.  Returns the
- * number restored.
- */
-uint32
-fz_log_recover(FzPool *fp, bool check_segment, uint32 max, FzReleaseFn note,
-			   FzReleaseFn release, void *arg)
-{
-	uint32		nlines = fz_log_nlines(fp);
-	uint32		restored = 0;
-	uint32		l;
-
-	for (l = 0; l < nlines && restored < max; l++)
-	{
-		int			s;
-
-		for (s = 0; s < PMH_BUCKET_SLOTS && restored < max; s++)
-		{
-			/* placing may grow (and move) the image: copy the entry */
-			PmhEntry	e = pmh_log_line(&fp->pool, l)[s];
-			uint32		slot = l * PMH_BUCKET_SLOTS + (uint32) s;
-			uint32		p;
-
-			if (!pmh_log_entry_is_live(&e))
-				continue;
-			p = fz_primary_of(fp, e.hash);
-			if (pmh_contains(&fp->pool, &fp->cb, p, e.hash, e.tag))
-				continue;
-			if (note)
-				note(arg, &slot, 1);
-			fz_place_pending(fp, e.hash, e.tag, slot, check_segment, release, arg);
-			restored++;
-		}
-	}
-	return restored;
+	r = pmh_relocate(&fp->pool, &fp->cb, segno, fp->stale, false,
+					 released, &nrel, &ndup);
+	FZ_ASSERT(nrel >= 0 && nrel <= (int) before && ndup >= 0 && ndup <= nrel &&
+			  fp->meta[segno].npending == before - (uint32) nrel,
+			  "pmh_relocate(%u): %u pending, %d released, %d duplicates, %u left",
+			  segno, before, nrel, ndup, fp->meta[segno].npending);
+	FZ_ASSERT(r == PMH_INSERT_DONE || r == PMH_INSERT_FULL,
+			  "pmh_relocate(%u) without \"decide\": result %d: %m", segno, (int) r);
+	FZ_ASSERT(r != PMH_INSERT_DONE || fp->meta[segno].npending == 0,
+			  "pmh_relocate(%u) is done with %u entries pending",
+			  segno, fp->meta[segno].npending);
+	FZ_ASSERT(pmh_wp_release(fz_writer(fp), released, nrel, false, true) == PMH_WP_OK &&
+			  fp->log.pending == pending - (uint32) nrel,
+			  "releasing the %d log slots relocation freed left %u of %u pending",
+			  nrel, fp->log.pending, pending);
+	return r;
 }
 
 /*
@@ -981,7 +1086,7 @@ fz_check_structure(const FzPool *fp, const char *what)
 					uint32		ext = pmh_segword_log_ext(h->word);
 
 					FZ_ASSERT(pmh_segword_is_valid(h->word) && pmh_segword_is_log(h->word) &&
-							  ext < fp->nlogexts && fp->log_exts[ext] == s,
+							  ext < fp->log.nexts && fp->log_exts[ext] == s,
 							  "%s: log segment %u has word %016llx", what, s,
 							  (unsigned long long) h->word);
 					nlog++;
@@ -1055,8 +1160,8 @@ fz_check_structure(const FzPool *fp, const char *what)
 	}
 	FZ_ASSERT(chained == novf, "%s: %llu overflow segments, %llu on chains", what,
 			  (unsigned long long) novf, (unsigned long long) chained);
-	FZ_ASSERT(nlog == fp->nlogexts, "%s: %u log segments for %u extensions", what,
-			  nlog, fp->nlogexts);
+	FZ_ASSERT(nlog == fp->log.nexts, "%s: %u log segments for %u extensions", what,
+			  nlog, fp->log.nexts);
 
 	/* the primaries tile the hash space */
 	qsort(ranges, nprim, 2 * sizeof(uint64), fz_cmp_range);
@@ -1103,4 +1208,122 @@ fz_check_structure(const FzPool *fp, const char *what)
 		free(covered);
 	}
 	return total;
+}
+
+/*
+ * Check the backup log's bookkeeping, the core's line states, against the
+ * pool and the D-buckets (between operations: no VACUUM runs):
+ *	- the lines of the fixed log past those in use are unusable, and no
+ *	  other line is; only the writer's line has an owner; each line's bit
+ *	  in its chunk's free mask says whether it is free; the log's count of
+ *	  pending slots and of lines in use agree with the lines;
+ *	- the writer's line is not full, and past its used slots nothing is
+ *	  reserved and the entries read as zero (as taking the line left them);
+ *	- every D-bucket entry has a log slot of its own, pending, which holds
+ *	  it;
+ *	- every live log slot that is not pending holds an entry its segment
+ *	  has: else a restart would bring back what VACUUM deleted.
+ * Returns the pending slots that no D-bucket entry has (reserved, or found
+ * by log recovery and not settled yet).
+ */
+uint32
+fz_check_log(FzPool *fp, const char *what)
+{
+	PmhWriter  *w = fz_writer(fp);
+	const PmhLogState *log = &fp->log;
+	uint32		nlines = pmh_log_nlines(log);
+	uint16	   *claimed = pg_malloc0(nlines * sizeof(uint16));
+	uint32		bits = 0;
+	uint32		inuse = 0;
+	uint32		npend = 0;
+	uint32		l;
+	uint64		s;
+
+	FZ_ASSERT(log->vacuum_active == 0 && log->cursor < nlines,
+			  "%s: %d VACUUMs running, search cursor at line %u of %u", what,
+			  log->vacuum_active, log->cursor, nlines);
+	FZ_ASSERT(fp->own_line < 0 ||
+			  ((uint32) fp->own_line < nlines && fp->own_used >= 0 &&
+			   fp->own_used < PMH_BUCKET_SLOTS),
+			  "%s: the writer owns line %d with %d slots used", what,
+			  fp->own_line, fp->own_used);
+	for (l = 0; l < nlines; l++)
+	{
+		const PmhLogLine *ls = pmh_wp_line(w, l);
+		const PmhEntry *e = pmh_log_line(&fp->pool, l);
+		bool		unusable = l >= log->fixed_lines && l < PMH_LOG_LINES;
+		int32		owner = (int32) l == fp->own_line ? w->id : -1;
+		int			k;
+
+		FZ_ASSERT((ls->owner == PMH_LOG_UNUSABLE) == unusable &&
+				  (unusable || ls->owner == owner),
+				  "%s: log line %u has owner %d (%u fixed lines used, the writer's line %d)",
+				  what, l, ls->owner, log->fixed_lines, fp->own_line);
+		if (unusable)
+		{
+			FZ_ASSERT(ls->pending == 0, "%s: unusable log line %u has pending slots %04x",
+					  what, l, ls->pending);
+			continue;
+		}
+		FZ_ASSERT(pmh_wp_line_marked_free(w, l) == (ls->pending == 0 && ls->owner == -1),
+				  "%s: log line %u (pending %04x, owner %d) is %smarked free", what,
+				  l, ls->pending, ls->owner, pmh_wp_line_marked_free(w, l) ? "" : "not ");
+		bits += (uint32) pg_popcount32(ls->pending);
+		inuse += ls->pending != 0 || ls->owner != -1;
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+		{
+			uint32		p;
+
+			if (owner >= 0 && k >= fp->own_used)
+				FZ_ASSERT(!(ls->pending & (1 << k)) && e[k].hash == 0 && e[k].tag == 0,
+						  "%s: slot %d of the writer's log line %u (%d used) is %s", what,
+						  k, l, fp->own_used,
+						  ls->pending & (1 << k) ? "pending" : "not zero");
+			if ((ls->pending & (1 << k)) || !pmh_log_entry_is_live(&e[k]))
+				continue;
+			p = fz_primary_of(fp, e[k].hash);
+			FZ_ASSERT(pmh_contains(&fp->pool, &fp->cb, p, e[k].hash, e[k].tag),
+					  "%s: released log slot %u holds (%016llx, %016llx), which segment %u lacks",
+					  what, l * PMH_BUCKET_SLOTS + (uint32) k,
+					  (unsigned long long) e[k].hash, (unsigned long long) e[k].tag, p);
+		}
+	}
+	FZ_ASSERT(bits == log->pending && inuse == pmh_wp_lines_in_use(w),
+			  "%s: the lines have %u slots pending and %u lines in use; the log counts %u and %u",
+			  what, bits, inuse, log->pending, pmh_wp_lines_in_use(w));
+
+	for (s = 0; s < fp->nseg; s++)
+	{
+		const PmhSegMeta *m = &fp->meta[s];
+		uint32		k;
+
+		if (fp->role[s] != PMH_SEG_PRIMARY)
+			continue;
+		for (k = 0; k < m->npending; k++)
+		{
+			const PmhPending *pe = &m->pending[k];
+			uint32		line = pe->logslot / PMH_BUCKET_SLOTS;
+			uint16		bit = (uint16) (1 << (pe->logslot % PMH_BUCKET_SLOTS));
+			const PmhEntry *le;
+
+			FZ_ASSERT(line < nlines && pmh_wp_line(w, line)->owner != PMH_LOG_UNUSABLE,
+					  "%s: D-bucket entry of segment %llu has log slot %u, outside the log in use",
+					  what, (unsigned long long) s, pe->logslot);
+			FZ_ASSERT(pmh_wp_line(w, line)->pending & bit,
+					  "%s: D-bucket entry of segment %llu has log slot %u, which is not pending",
+					  what, (unsigned long long) s, pe->logslot);
+			FZ_ASSERT(!(claimed[line] & bit),
+					  "%s: log slot %u belongs to two D-bucket entries", what, pe->logslot);
+			claimed[line] |= bit;
+			le = pmh_log_entry(&fp->pool, pe->logslot);
+			FZ_ASSERT(le->hash == pe->hash && le->tag == pe->tag,
+					  "%s: log slot %u holds (%016llx, %016llx), its D-bucket entry (%016llx, %016llx)",
+					  what, pe->logslot, (unsigned long long) le->hash,
+					  (unsigned long long) le->tag, (unsigned long long) pe->hash,
+					  (unsigned long long) pe->tag);
+			npend++;
+		}
+	}
+	free(claimed);
+	return bits - npend;
 }

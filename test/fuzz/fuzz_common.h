@@ -2,11 +2,12 @@
  *
  * fuzz_common.h
  *	  The harness shared by the fuzz targets of test/fuzz: an in-memory pool
- *	  image driven through the server-independent core (src/pmh_core.c), the
- *	  volatile metadata the server keeps in shared memory, a shadow copy of
- *	  what was persisted (for simulated power failures), the byte reader
- *	  that decodes fuzz inputs, and a compact checker of the recovered
- *	  structure.
+ *	  image driven through the server-independent core (src/pmh_core.c) and
+ *	  its write-path protocol (src/core/pmh_writepath.c), the volatile
+ *	  metadata and backup-log line states the server keeps in shared memory,
+ *	  a shadow copy of what was persisted (for simulated power failures),
+ *	  the byte reader that decodes fuzz inputs, and compact checkers of the
+ *	  structure and of the log's bookkeeping.
  *
  * The image is one heap block of exactly the pool's length (4 kB aligned),
  * so that AddressSanitizer reports any read or write past its end.  Every
@@ -21,7 +22,7 @@
 #ifndef FUZZ_COMMON_H
 #define FUZZ_COMMON_H
 
-#include "pmh_core.h"
+#include "pmh_writepath.h"
 
 /* the harness grows a pool to at most this many segments */
 #define FZ_MAX_SEGMENTS		1024
@@ -31,6 +32,9 @@
 
 /* flushed ranges remembered until the next fence */
 #define FZ_MAX_RANGES		256
+
+/* chunks of backup-log line states a log can have (PmhLogChunk) */
+#define FZ_LOG_CHUNKS		(PMH_LOG_MAX_LINES / PMH_LOG_CHUNK)
 
 /* ---- fuzz input reader ---- */
 
@@ -83,13 +87,29 @@ typedef struct FzPool
 	uint32	   *freesegs;		/* stack; the lowest segment on top */
 	uint32		nfree;
 	uint32		log_exts[PMH_LOG_MAX_EXTS]; /* log extension -> segment */
-	uint32		nlogexts;
 	uint64		max_segments;	/* growth limit */
 	uint32	   *dir;			/* directory, when dir_valid */
 	int			gd;				/* its global depth */
 	bool		dir_valid;		/* else primaries are found by a scan */
 	int			allocs;			/* segments handed out by the callback */
 	PmhCallbacks cb;
+
+	/*
+	 * The backup log's line states, as the server keeps them in shared
+	 * memory, and the one writer that drives the core's write path over them
+	 * (fz_writer).  log.nexts counts the log segments in the pool.
+	 */
+	PmhLogState log;
+	PmhLogChunk **chunks;		/* FZ_LOG_CHUNKS; NULL past the log, or all
+								 * of it before fz_log_setup */
+	uint32		log_fixed;		/* fixed lines used (kept across restarts) */
+	uint32		log_max_exts;	/* log segments it may grow to (likewise) */
+	int32		own_line;		/* the writer's line, or -1 */
+	int			own_used;		/* its slots used */
+	bool		stale;			/* a crash happened: relocation looks for
+								 * copies in the segment */
+	int			faults;			/* PmhWriter.faults (PMH_WP_FAULT_*) */
+	PmhWriter	w;
 
 	/* shadow image: the bytes persisted so far (NULL: not kept) */
 	char	   *shadow;
@@ -115,22 +135,12 @@ extern uint32 fz_primary_of(const FzPool *fp, uint64 hash);
 extern int	fz_chain_length(const FzPool *fp, uint32 segno);
 extern uint32 fz_split(FzPool *fp, uint32 segno);
 extern uint32 fz_add_overflow(FzPool *fp, uint32 segno);
-extern bool fz_handle_no_room(FzPool *fp, uint32 segno, PmhInsertResult r);
-extern uint32 fz_log_nlines(const FzPool *fp);
 extern uint32 fz_add_log_segment(FzPool *fp);
 
-/* relocation and the log, as pmhashlog.c drives them */
-typedef void (*FzReleaseFn) (void *arg, const uint32 *slots, int n);
-
-extern void fz_relocate(FzPool *fp, uint32 segno, bool check_segment,
-						FzReleaseFn release, void *arg);
-extern void fz_relocate_all(FzPool *fp, bool check_segment,
-							FzReleaseFn release, void *arg);
-extern void fz_place_pending(FzPool *fp, uint64 hash, uint64 tag,
-							 uint32 logslot, bool check_segment,
-							 FzReleaseFn release, void *arg);
-extern uint32 fz_log_recover(FzPool *fp, bool check_segment, uint32 max,
-							 FzReleaseFn note, FzReleaseFn release, void *arg);
+/* the core's write path (src/core/pmh_writepath.c) over the pool */
+extern void fz_log_setup(FzPool *fp, uint32 fixed_lines, uint32 max_exts);
+extern PmhWriter *fz_writer(FzPool *fp);
+extern PmhInsertResult fz_relocate(FzPool *fp, uint32 segno);
 
 /* an entry as a (hash, tag) pair, and comparators for qsort */
 typedef struct FzPair
@@ -148,6 +158,7 @@ extern int	fz_lookup(const FzPool *fp, uint64 hash, uint64 *tags, int max,
 					  int *nsegpart);
 
 extern uint64 fz_check_structure(const FzPool *fp, const char *what);
+extern uint32 fz_check_log(FzPool *fp, const char *what);
 
 static inline uint64
 fz_tid_of_tag(uint64 tag)

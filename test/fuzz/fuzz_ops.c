@@ -5,16 +5,22 @@
  *	  checked against a model (the set of (hash, TID) pairs inserted and not
  *	  deleted).
  *
- * The pool is driven as the server drives it (pmhashinsert.c, pmhashlog.c,
- * pmhashvacuum.c, pmhashshmem.c): direct inserts (pmh_insert, or
- * pmh_insert_new for pairs known to be new, as CREATE INDEX does); inserts
- * through the backup log (a line taken and zeroed without a flush,
- * pmh_log_write, the D-bucket, relocation of a full D-bucket); deletes as
- * VACUUM does them (released log copies cleared first, pmh_delete_slots,
- * D-bucket entries dropped with their log copies cleared); splits and
- * overflow segments whenever the core asks, and on demand; log segments;
- * restarts that rebuild everything volatile from the pool (pmh_recover,
- * pmh_meta_load, the backup log back into D-buckets):
+ * The pool is driven as the server drives it (pmhashinsert.c, pmhashblog.c,
+ * pmhashvacuum.c, pmhashshmem.c), the backup log and the D-buckets through
+ * the core's write-path protocol (src/core/pmh_writepath.c, one writer,
+ * see fuzz_common.c): direct inserts (pmh_insert, or pmh_insert_new for
+ * pairs known to be new, as CREATE INDEX does); inserts through the backup
+ * log (pmh_wp_flush: a line reserved, taken and zeroed without a flush
+ * when needed, the entries persisted and placed into their D-buckets, a
+ * full D-bucket relocated, room made); deletes as VACUUM does them
+ * (pmh_wp_vacuum_begin clears released log copies first, pmh_delete_slots,
+ * pmh_wp_vacuum_pending drops D-bucket entries with their log copies
+ * cleared); relocation of one D-bucket (the core's pmh_relocate without
+ * "decide", then pmh_wp_relocate_segment and pmh_wp_make_room) and of all
+ * (pmh_wp_relocate_all); splits and overflow segments whenever the core
+ * asks, and on demand; log segments; restarts that rebuild everything
+ * volatile from the pool (pmh_recover, pmh_meta_load, the backup log back
+ * into D-buckets by pmh_wp_recover_all):
  *	- clean restart and crash: the pool image as it is (a crashed process
  *	  loses no store that reached the mapping); a crash makes the pool
  *	  stale, so relocation then probes the segment for copies;
@@ -30,8 +36,10 @@
  *	- between operations, every segment (log segments aside) and the header
  *	  page read the same in the image and in the shadow: what the metadata
  *	  trusts was persisted;
- *	- the D-buckets and the backup-log bookkeeping agree (each pending entry's
- *	  log slot is reserved and holds it);
+ *	- the core's backup-log line states agree with themselves, the log and
+ *	  the D-buckets (fz_check_log: each D-bucket entry's log slot is pending
+ *	  and holds it, nothing else is pending, the free masks and counts are
+ *	  right, every released live log copy is in its segment);
  *	- the live entries of the segments hold no pair twice, and with the
  *	  D-buckets they are exactly the model (a D-bucket entry may repeat a
  *	  stored one only in a stale pool, see README.pmhash "Recovery");
@@ -62,7 +70,6 @@
 #define FO_MAX_MODEL		4096	/* pairs in the model */
 #define FO_MAX_OPS			512		/* operations per input */
 #define FO_MAX_EXTS			3		/* log segments */
-#define FO_MAX_LINES		(8 + FO_MAX_EXTS * PMH_LOG_EXT_LINES)
 #define FO_FULL_CHECK		128		/* look up all hashes of a model this small */
 #define FO_SAMPLE			16		/* else this many, and the touched ones */
 #define FO_MAX_SPLIT_DEPTH	10		/* splits on demand stop here */
@@ -77,18 +84,7 @@ typedef struct FoState
 	FzPair	   *model;
 	size_t		nmodel;
 
-	/* the backup log as pmhashlog.c keeps it (one inserting backend) */
-	uint32		nfixed;			/* fixed lines used */
-	uint32		maxexts;		/* log segments added when the log is full */
-	uint16		pending[FO_MAX_LINES];	/* reserved or pending slots */
-	bool		unflushed[FO_MAX_LINES];	/* zeroed for reuse, no flush */
-	int32		cur;			/* line being filled, or -1 */
-	int			used;			/* its slots used */
-	uint32		cursor;
-	bool		vacuum_active;
-
-	uint64		crash_count;
-	bool		stale;
+	uint64		crash_count;	/* the pool is stale after one: fp.stale */
 
 	int			arm;			/* power failure at this fence of the next op */
 	FzPair	   *uncertain;		/* pairs the running op inserts or deletes */
@@ -102,7 +98,16 @@ typedef struct FoState
 	int			captags;
 } FoState;
 
-/* FUZZ_SERVER_VACUUM=1: clear the log before deletes as the server does */
+/*
+ * FUZZ_SERVER_VACUUM=1: VACUUM leaves the backup-log lines zeroed for reuse
+ * unflushed (the core's fault PMH_WP_FAULT_KEEP_ZEROED), as the server did
+ * before it flushed them: on persistent memory such a line's old copies may
+ * still be on the media, and a power failure after the delete brings the
+ * deleted entry back.  test/fuzz/regress/ops/log-reuse-vacuum then fails,
+ * as soon as the clearing is done (check_log_cleared: the persisted line
+ * still holds a released copy): it shows that the fuzzer catches that bug.
+ * The core (and the server) flush those lines in pmh_wp_vacuum_begin.
+ */
 static bool server_vacuum = false;
 
 static const char *const op_names[FO_NOPS] = {
@@ -214,207 +219,6 @@ pending_has(const FoState *st, uint64 hash, uint64 tag)
 }
 
 /* ---------------------------------------------------------------------
- * The backup log
- * ---------------------------------------------------------------------
- */
-
-/* lines in use: the fixed ones chosen, then those of the log segments */
-static uint32
-log_nlines(const FoState *st)
-{
-	return st->nfixed + st->fp.nlogexts * PMH_LOG_EXT_LINES;
-}
-
-/* the log line number of a line index */
-static uint32
-line_of(const FoState *st, uint32 idx)
-{
-	return idx < st->nfixed ? idx : PMH_LOG_LINES + (idx - st->nfixed);
-}
-
-/* the line index of a log slot */
-static uint32
-idx_of_slot(const FoState *st, uint32 logslot)
-{
-	uint32		line = logslot / PMH_BUCKET_SLOTS;
-	uint32		idx;
-
-	if (line < PMH_LOG_LINES)
-	{
-		FZ_ASSERT(line < st->nfixed, "log slot %u is in an unused line", logslot);
-		return line;
-	}
-	idx = st->nfixed + (line - PMH_LOG_LINES);
-	FZ_ASSERT(idx < log_nlines(st), "log slot %u is past the log segments", logslot);
-	return idx;
-}
-
-/*
- * Release log slots (pmhash_log_release): with "zero", or while a delete
- * runs, their tags are cleared and persisted first (pmh_log_clear_slots).
- */
-static void
-log_release(FoState *st, const uint32 *slots, int n, bool zero)
-{
-	int			i;
-
-	if (n > 0 && (zero || st->vacuum_active))
-		FZ_ASSERT(pmh_log_clear_slots(&st->fp.pool, slots, n) == 0,
-				  "clearing log slots: %m");
-	for (i = 0; i < n; i++)
-	{
-		uint32		idx = idx_of_slot(st, slots[i]);
-		uint16		bit = (uint16) (1 << (slots[i] % PMH_BUCKET_SLOTS));
-
-		FZ_ASSERT(st->pending[idx] & bit, "release of log slot %u, which is not pending",
-				  slots[i]);
-		st->pending[idx] &= (uint16) ~bit;
-	}
-}
-
-/* FzReleaseFn for relocations */
-static void
-release_cb(void *arg, const uint32 *slots, int n)
-{
-	log_release((FoState *) arg, slots, n, false);
-}
-
-/* FzReleaseFn for log recovery: the slot is pending again */
-static void
-restored_cb(void *arg, const uint32 *slots, int n)
-{
-	FoState    *st = (FoState *) arg;
-	int			i;
-
-	for (i = 0; i < n; i++)
-	{
-		uint32		idx = idx_of_slot(st, slots[i]);
-		uint16		bit = (uint16) (1 << (slots[i] % PMH_BUCKET_SLOTS));
-
-		FZ_ASSERT(!(st->pending[idx] & bit), "log slot %u restored twice", slots[i]);
-		st->pending[idx] |= bit;
-	}
-}
-
-/* add a log segment */
-static void
-log_extend(FoState *st)
-{
-	uint32		s = fz_add_log_segment(&st->fp);
-
-	fz_trace("  log segment %u (extension %u)", s, st->fp.nlogexts - 1);
-}
-
-/*
- * Reserve n slots of a line (pmhash_log_reserve): the current line if it
- * has room, else a line with nothing pending, zeroed in the image without
- * a flush; when none is free, add a log segment or relocate everything.
- */
-static uint32
-log_reserve(FoState *st, int n, int *first)
-{
-	int			attempt;
-
-	for (attempt = 0; attempt < 4; attempt++)
-	{
-		uint32		nl = log_nlines(st);
-		uint32		i;
-
-		if (st->cur >= 0 && PMH_BUCKET_SLOTS - st->used >= n)
-			break;
-		st->cur = -1;
-		for (i = 0; i < nl; i++)
-		{
-			uint32		idx = (st->cursor + i) % nl;
-
-			if (st->pending[idx] != 0)
-				continue;
-			memset(pmh_log_line(&st->fp.pool, line_of(st, idx)), 0, PMH_LINE_BYTES);
-			st->unflushed[idx] = true;
-			st->cur = (int32) idx;
-			st->used = 0;
-			st->cursor = (idx + 1) % nl;
-			break;
-		}
-		if (st->cur >= 0)
-			break;
-		if (st->fp.nlogexts < st->maxexts)
-			log_extend(st);
-		else
-			fz_relocate_all(&st->fp, st->stale, release_cb, st);
-	}
-	FZ_ASSERT(st->cur >= 0, "no free backup-log line after relocating everything");
-	*first = st->used;
-	st->pending[st->cur] |= (uint16) (((1 << n) - 1) << st->used);
-	st->used += n;
-	return line_of(st, (uint32) st->cur);
-}
-
-/*
- * Write entries to the backup log (one persist) and put them into their
- * D-buckets (pmhash_log_flush).
- */
-static void
-log_insert(FoState *st, const PmhEntry *ents, int n)
-{
-	int			first;
-	uint32		line = log_reserve(st, n, &first);
-	int			i;
-
-	FZ_ASSERT(pmh_log_write(&st->fp.pool, line, first, ents, n) == 0,
-			  "pmh_log_write: %m");
-	for (i = 0; i < n; i++)
-		fz_place_pending(&st->fp, ents[i].hash, ents[i].tag,
-						 line * PMH_BUCKET_SLOTS + (uint32) (first + i),
-						 st->stale, release_cb, st);
-	if (st->used == PMH_BUCKET_SLOTS)
-		st->cur = -1;
-}
-
-/*
- * Before deleting (pmhash_log_vacuum_begin): clear and persist the tag of
- * every released slot, so that a crash cannot bring back a deleted entry
- * from its old log copy.
- *
- * The server skips slots whose tag reads 0 in the mapping, and so does
- * this with FUZZ_SERVER_VACUUM=1.  But a line taken for reuse was zeroed
- * without a flush: on persistent memory its old copies may still be on the
- * media, and a power failure after the delete brings the deleted entry
- * back (test/fuzz/regress/ops/log-reuse-vacuum, README.md "Fuzzing").  By
- * default the harness persists such lines here, once, as a fix would.
- */
-static void
-vacuum_begin(FoState *st)
-{
-	PmhPool    *pool = &st->fp.pool;
-	uint32		idx;
-
-	st->vacuum_active = true;
-	pmh_batch_begin(pool);
-	for (idx = 0; idx < log_nlines(st); idx++)
-	{
-		PmhEntry   *e = pmh_log_line(pool, line_of(st, idx));
-		bool		dirty = st->unflushed[idx] && !server_vacuum;
-		int			s;
-
-		for (s = 0; s < PMH_BUCKET_SLOTS; s++)
-		{
-			if (st->pending[idx] & (1 << s))
-				continue;
-			if (e[s].tag != 0)
-			{
-				e[s].tag = 0;
-				dirty = true;
-			}
-		}
-		if (dirty)
-			(void) pmh_persist(pool, e, PMH_LINE_BYTES);
-		st->unflushed[idx] = false;
-	}
-	FZ_ASSERT(pmh_batch_end(pool) == 0, "clearing the backup log: %m");
-}
-
-/* ---------------------------------------------------------------------
  * Operations
  * ---------------------------------------------------------------------
  */
@@ -451,7 +255,7 @@ direct_insert(FoState *st, uint64 hash, uint64 tag, bool isnew)
 					  (unsigned long long) hash, (unsigned long long) tag);
 			return;
 		}
-		if (!fz_handle_no_room(&st->fp, p, r))
+		if (pmh_wp_make_room(fz_writer(&st->fp), p, r) != PMH_WP_OK)
 			fz_fail("pmh_insert: result %d: %m", (int) r);
 	}
 	fz_fail("insert of %016llx did not finish after 100 rounds", (unsigned long long) hash);
@@ -498,7 +302,7 @@ op_log_insert(FoState *st, const FzPair *pairs, int n)
 
 		for (j = 0; j < k && !dup; j++)
 			dup = ents[j].hash == pairs[i].hash && ents[j].tag == pairs[i].tag;
-		if (dup || (m >= 0 && !st->stale) || (m < 0 && st->nmodel >= FO_MAX_MODEL))
+		if (dup || (m >= 0 && !st->fp.stale) || (m < 0 && st->nmodel >= FO_MAX_MODEL))
 			continue;
 		ents[k].hash = pairs[i].hash;
 		ents[k].tag = pairs[i].tag;
@@ -510,10 +314,95 @@ op_log_insert(FoState *st, const FzPair *pairs, int n)
 		}
 	}
 	if (k > 0)
-		log_insert(st, ents, k);
+		FZ_ASSERT(pmh_wp_flush(fz_writer(&st->fp), ents, k) == PMH_WP_OK,
+				  "writing %d entries through the backup log failed", k);
 }
 
-/* delete every copy of a model pair (VACUUM), and drop it from the model */
+/* pmh_wp_vacuum_pending's judgement of a D-bucket: one pair is deleted */
+typedef struct FoDoomed
+{
+	const PmhSegMeta *meta;		/* the D-bucket judged */
+	uint32		next;			/* the entry the core judges next */
+	uint64		hash;
+	uint64		tag;
+	uint32		slots[PMH_DBUCKET_SLOTS];	/* log slots of those doomed */
+	int			nslots;
+} FoDoomed;
+
+/*
+ * Is the D-bucket entry of this tag the pair being deleted?  The core
+ * hands over the tag only (VACUUM judges by TID), which pairs of other
+ * hashes may share: the entry is known by its place, as the core judges
+ * every entry in order before it removes any.
+ */
+static bool
+pending_doomed(uint64 tag, void *arg)
+{
+	FoDoomed   *d = (FoDoomed *) arg;
+	const PmhPending *pe;
+
+	FZ_ASSERT(d->next < d->meta->npending && d->meta->pending[d->next].tag == tag,
+			  "pmh_wp_vacuum_pending judges tag %016llx out of the D-bucket's order",
+			  (unsigned long long) tag);
+	pe = &d->meta->pending[d->next++];
+	if (pe->hash != d->hash || pe->tag != d->tag)
+		return false;
+	d->slots[d->nslots++] = pe->logslot;
+	return true;
+}
+
+/* what was persisted of a log entry (its copy in the shadow) */
+static const PmhEntry *
+persisted_copy(const FzPool *fp, const PmhEntry *e)
+{
+	return (const PmhEntry *) (fp->shadow + ((const char *) e - fp->pool.base));
+}
+
+/*
+ * VACUUM's part of the log is done (pmh_wp_vacuum_begin): every log slot
+ * that is not pending reads as cleared in the pool and, unless a power
+ * failure froze it, in what was persisted, and no line counts as zeroed
+ * for reuse any more, so that no restart can bring back what is deleted.
+ */
+static void
+check_log_cleared(FoState *st)
+{
+	FzPool	   *fp = &st->fp;
+	PmhWriter  *w = fz_writer(fp);
+	uint32		l;
+
+	for (l = 0; l < pmh_log_nlines(&fp->log); l++)
+	{
+		const PmhLogLine *ls = pmh_wp_line(w, l);
+		const PmhEntry *e = pmh_log_line(&fp->pool, l);
+		const PmhEntry *persisted = persisted_copy(fp, e);
+		int			k;
+
+		if (ls->owner == PMH_LOG_UNUSABLE)
+			continue;
+		FZ_ASSERT(!ls->zeroed, "log line %u counts as zeroed after VACUUM's clearing", l);
+		for (k = 0; k < PMH_BUCKET_SLOTS; k++)
+			FZ_ASSERT((ls->pending & (1 << k)) ||
+					  (e[k].tag == 0 && (fp->frozen || persisted[k].tag == 0)),
+					  "released log slot %u holds tag %016llx (%016llx persisted) after VACUUM's clearing",
+					  l * PMH_BUCKET_SLOTS + (uint32) k, (unsigned long long) e[k].tag,
+					  (unsigned long long) persisted[k].tag);
+	}
+}
+
+/* VACUUM begins deleting (pmh_wp_vacuum_begin) */
+static void
+vacuum_begin(FoState *st)
+{
+	FZ_ASSERT(pmh_wp_vacuum_begin(fz_writer(&st->fp)) == PMH_WP_OK,
+			  "clearing the backup log failed");
+	check_log_cleared(st);
+}
+
+/*
+ * Delete every copy of a model pair (VACUUM, between pmh_wp_vacuum_begin
+ * and pmh_wp_vacuum_end), and drop it from the model.
+ */
 static void
 delete_pair(FoState *st, size_t mi)
 {
@@ -521,9 +410,14 @@ delete_pair(FoState *st, size_t mi)
 	uint64		tag = st->model[mi].tag;
 	uint32		p = fz_primary_of(&st->fp, hash);
 	PmhSegMeta *pm = &st->fp.meta[p];
+	uint32		npending = pm->npending;
+	uint32		logpending = st->fp.log.pending;
+	FoDoomed	d;
+	uint32		nremoved;
+	uint32		nremaining;
 	uint32		seg;
 	int			copies = 0;
-	uint32		i;
+	int			i;
 
 	for (seg = p; seg != PMH_NO_SEGMENT; seg = st->fp.meta[seg].ovf_next)
 	{
@@ -548,20 +442,33 @@ delete_pair(FoState *st, size_t mi)
 			copies += pg_popcount32(mask);
 		}
 	}
-	i = 0;
-	while (i < pm->npending)
-	{
-		if (pm->pending[i].hash == hash && pm->pending[i].tag == tag)
-		{
-			uint32		slot = pm->pending[i].logslot;
 
-			pmh_pending_remove(pm, (int) i);
-			log_release(st, &slot, 1, true);
-			copies++;
-		}
-		else
-			i++;
+	/* the D-bucket: the entries go, their log copies are cleared */
+	memset(&d, 0, sizeof(d));
+	d.meta = pm;
+	d.hash = hash;
+	d.tag = tag;
+	FZ_ASSERT(pmh_wp_vacuum_pending(fz_writer(&st->fp), p, pending_doomed, &d,
+									&nremoved, &nremaining) == PMH_WP_OK,
+			  "removing (%016llx, %016llx) from the D-bucket of %u failed",
+			  (unsigned long long) hash, (unsigned long long) tag, p);
+	FZ_ASSERT(d.next == npending && nremoved == (uint32) d.nslots &&
+			  nremoved + nremaining == npending && pm->npending == nremaining &&
+			  st->fp.log.pending == logpending - nremoved && !pending_has(st, hash, tag),
+			  "pmh_wp_vacuum_pending(%u): %u entries, %u judged, %d doomed, %u removed, %u left (%u in the D-bucket); %u log slots pending, %u before",
+			  p, npending, d.next, d.nslots, nremoved, nremaining, pm->npending,
+			  st->fp.log.pending, logpending);
+	for (i = 0; i < d.nslots; i++)
+	{
+		const PmhEntry *e = pmh_log_entry(&st->fp.pool, d.slots[i]);
+		const PmhEntry *persisted = persisted_copy(&st->fp, e);
+
+		FZ_ASSERT(e->tag == 0 && (st->fp.frozen || persisted->tag == 0),
+				  "VACUUM left tag %016llx (%016llx persisted) in log slot %u of a deleted entry",
+				  (unsigned long long) e->tag, (unsigned long long) persisted->tag,
+				  d.slots[i]);
 	}
+	copies += (int) nremoved;
 	FZ_ASSERT(copies > 0, "delete: (%016llx, %016llx) of the model is stored nowhere",
 			  (unsigned long long) hash, (unsigned long long) tag);
 	note_uncertain(st, hash, tag);
@@ -582,7 +489,42 @@ op_delete_hash(FoState *st, uint64 hash)
 		else
 			i++;
 	}
-	st->vacuum_active = false;
+	pmh_wp_vacuum_end(fz_writer(&st->fp));
+}
+
+/*
+ * FO_OP_RELOCATE: empty the D-bucket of primary p.  First the core's
+ * primitive alone (fz_relocate: pmh_relocate without "decide"); then, if
+ * entries are left, as the protocol empties a full D-bucket:
+ * pmh_wp_relocate_segment, and pmh_wp_make_room on its verdict, until it
+ * is done.  Each round releases exactly the log slots of the entries that
+ * left the D-bucket.
+ */
+static void
+op_relocate(FoState *st, uint32 p)
+{
+	FzPool	   *fp = &st->fp;
+	PmhInsertResult r = fz_relocate(fp, p);
+	int			round;
+
+	for (round = 0; r != PMH_INSERT_DONE; round++)
+	{
+		PmhWriter  *w = fz_writer(fp);
+		uint32		npending = fp->meta[p].npending;
+		uint32		logpending = fp->log.pending;
+
+		FZ_ASSERT(round < 200, "relocation of segment %u did not finish after 200 rounds", p);
+		FZ_ASSERT(pmh_wp_relocate_segment(w, p, &r) == PMH_WP_OK,
+				  "pmh_wp_relocate_segment(%u) failed", p);
+		FZ_ASSERT(npending - fp->meta[p].npending == logpending - fp->log.pending &&
+				  (r != PMH_INSERT_DONE || fp->meta[p].npending == 0),
+				  "pmh_wp_relocate_segment(%u): result %d, %u of %u entries left the D-bucket, %u log slots were released",
+				  p, (int) r, npending - fp->meta[p].npending, npending,
+				  logpending - fp->log.pending);
+		if (r != PMH_INSERT_DONE)
+			FZ_ASSERT(pmh_wp_make_room(w, p, r) == PMH_WP_OK,
+					  "no room made in segment %u for result %d", p, (int) r);
+	}
 }
 
 /*
@@ -622,7 +564,7 @@ op_bulk(FoState *st, uint8 key, uint8 count, uint8 mode)
 
 /*
  * Restart: rebuild everything volatile from the pool, as the server does
- * when it loads an index.  From the shadow for a power failure, else from
+ * when it loads an index (the backup log through pmh_wp_recover_all).  From the shadow for a power failure, else from
  * the image (whose stores all reach the media eventually: the shadow
  * follows).  A crash makes the pool stale.  expect_clean: nothing was
  * half-done, so recovery must find nothing to repair.
@@ -640,11 +582,11 @@ restart(FoState *st, bool from_shadow, bool crash, bool expect_clean)
 		memcpy(fp->shadow, fp->pool.base, fp->pool.mapped_len);
 	if (crash)
 		st->crash_count++;
-	FZ_ASSERT(pmh_pool_note_crashes(&fp->pool, st->crash_count, &st->stale) == 0,
+	FZ_ASSERT(pmh_pool_note_crashes(&fp->pool, st->crash_count, &fp->stale) == 0,
 			  "pmh_pool_note_crashes: %m");
-	FZ_ASSERT(st->stale == (st->crash_count > 0),
+	FZ_ASSERT(fp->stale == (st->crash_count > 0),
 			  "after %llu crashes the pool is %s", (unsigned long long) st->crash_count,
-			  st->stale ? "stale" : "not stale");
+			  fp->stale ? "stale" : "not stale");
 	FZ_ASSERT(fz_pool_load(fp, &res) == 0,
 			  "recovery of a pool the core wrote failed: %s", res.error);
 	fz_trace("  recovered: %llu primaries, %llu overflows, %u log segments, %llu orphans, %llu zeroed",
@@ -657,13 +599,8 @@ restart(FoState *st, bool from_shadow, bool crash, bool expect_clean)
 				  (unsigned long long) res.orphans_cleared,
 				  (unsigned long long) res.free_zeroed);
 	FZ_ASSERT(res.log_exts <= FO_MAX_EXTS, "recovery found %u log segments", res.log_exts);
-	memset(st->pending, 0, sizeof(st->pending));
-	memset(st->unflushed, 0, sizeof(st->unflushed));
-	st->cur = -1;
-	st->used = 0;
-	st->cursor = 0;
-	st->vacuum_active = false;
-	restored = fz_log_recover(fp, st->stale, UINT32_MAX, restored_cb, release_cb, st);
+	FZ_ASSERT(pmh_wp_recover_all(fz_writer(fp), &restored) == PMH_WP_OK,
+			  "recovering the backup log failed");
 	fz_trace("  %u log entries pending again", restored);
 }
 
@@ -720,45 +657,18 @@ check_persisted(const FoState *st, const char *what)
 	}
 }
 
-/* the D-buckets and the log bookkeeping agree */
+/*
+ * The core's backup-log line states agree with the log and the D-buckets
+ * (fz_check_log), and between operations nothing is reserved: every
+ * pending slot is a D-bucket entry's.
+ */
 static void
-check_log(const FoState *st, const char *what)
+check_log(FoState *st, const char *what)
 {
-	const FzPool *fp = &st->fp;
-	uint64		bits = 0;
-	uint64		npend = 0;
-	uint32		idx;
-	uint64		s;
+	uint32		unplaced = fz_check_log(&st->fp, what);
 
-	for (idx = 0; idx < log_nlines(st); idx++)
-		bits += pg_popcount32(st->pending[idx]);
-	for (s = 0; s < fp->nseg; s++)
-	{
-		const PmhSegMeta *m = &fp->meta[s];
-		uint32		k;
-
-		if (fp->role[s] != PMH_SEG_PRIMARY)
-			continue;
-		for (k = 0; k < m->npending; k++)
-		{
-			const PmhPending *pe = &m->pending[k];
-			uint32		li = idx_of_slot(st, pe->logslot);
-			const PmhEntry *le = pmh_log_entry(&fp->pool, pe->logslot);
-
-			FZ_ASSERT((st->pending[li] >> (pe->logslot % PMH_BUCKET_SLOTS)) & 1,
-					  "%s: D-bucket entry of segment %llu has log slot %u, which is not pending",
-					  what, (unsigned long long) s, pe->logslot);
-			FZ_ASSERT(le->hash == pe->hash && le->tag == pe->tag,
-					  "%s: log slot %u holds (%016llx, %016llx), its D-bucket entry (%016llx, %016llx)",
-					  what, pe->logslot, (unsigned long long) le->hash,
-					  (unsigned long long) le->tag, (unsigned long long) pe->hash,
-					  (unsigned long long) pe->tag);
-			npend++;
-		}
-	}
-	/* the line being filled has reserved slots that are not pending yet */
-	FZ_ASSERT(bits == npend, "%s: %llu log slots pending, %llu D-bucket entries",
-			  what, (unsigned long long) bits, (unsigned long long) npend);
+	FZ_ASSERT(unplaced == 0, "%s: %u log slots pending, but in no D-bucket",
+			  what, unplaced);
 }
 
 /*
@@ -790,7 +700,7 @@ check_contents(FoState *st, const char *what)
 		{
 			if (fz_cmp_pair(&all[i - 1], &all[i]) == 0)
 			{
-				FZ_ASSERT(st->stale, "%s: (%016llx, %016llx) is stored twice in a pool that is not stale",
+				FZ_ASSERT(st->fp.stale, "%s: (%016llx, %016llx) is stored twice in a pool that is not stale",
 						  what, (unsigned long long) all[i].hash,
 						  (unsigned long long) all[i].tag);
 				continue;
@@ -848,7 +758,7 @@ check_lookup(FoState *st, uint64 hash, size_t lo, size_t hi, const char *what)
 	{
 		if (k > 0 && st->tags[k] == st->tags[k - 1])
 		{
-			FZ_ASSERT(st->stale, "%s: lookup of %016llx finds tag %016llx twice",
+			FZ_ASSERT(st->fp.stale, "%s: lookup of %016llx finds tag %016llx twice",
 					  what, (unsigned long long) hash, (unsigned long long) st->tags[k]);
 			continue;
 		}
@@ -1002,7 +912,7 @@ run_op(FoState *st, FoOp op, FzIn *in)
 						 (unsigned long long) st->model[i % st->nmodel].tag);
 				vacuum_begin(st);
 				delete_pair(st, i % st->nmodel);
-				st->vacuum_active = false;
+				pmh_wp_vacuum_end(fz_writer(&st->fp));
 				return false;
 			}
 		case FO_OP_DELETE_KEY:
@@ -1034,7 +944,7 @@ run_op(FoState *st, FoOp op, FzIn *in)
 				fz_trace("relocate segment %u (%u pending)", p, st->fp.meta[p].npending);
 				note_touched_pending(st, p);
 				if (st->fp.meta[p].npending > 0)
-					fz_relocate(&st->fp, p, st->stale, release_cb, st);
+					op_relocate(st, p);
 				return false;
 			}
 		case FO_OP_RELOCATE_ALL:
@@ -1045,7 +955,12 @@ run_op(FoState *st, FoOp op, FzIn *in)
 				for (s = 0; s < st->fp.nseg; s++)
 					if (st->fp.role[s] == PMH_SEG_PRIMARY)
 						note_touched_pending(st, (uint32) s);
-				fz_relocate_all(&st->fp, st->stale, release_cb, st);
+				FZ_ASSERT(pmh_wp_relocate_all(fz_writer(&st->fp)) == PMH_WP_OK,
+						  "relocating every D-bucket failed");
+				for (s = 0; s < st->fp.nseg; s++)
+					FZ_ASSERT(st->fp.meta[s].npending == 0,
+							  "relocating every D-bucket left %u entries in that of %llu",
+							  st->fp.meta[s].npending, (unsigned long long) s);
 				return false;
 			}
 		case FO_OP_SPLIT:
@@ -1101,8 +1016,12 @@ run_op(FoState *st, FoOp op, FzIn *in)
 			}
 		case FO_OP_LOG_EXTEND:
 			fz_trace("log extend");
-			if (st->fp.nlogexts < FO_MAX_EXTS)
-				log_extend(st);
+			if (st->fp.log.nexts < FO_MAX_EXTS)
+			{
+				uint32		s = fz_add_log_segment(&st->fp);
+
+				fz_trace("  log segment %u (extension %u)", s, st->fp.log.nexts - 1);
+			}
 			return false;
 		case FO_NOPS:
 			break;
@@ -1125,15 +1044,15 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	st = pg_malloc0(sizeof(FoState));
 	st->flags = fz_u8(&in);
 	st->salt = fz_u8(&in);
-	st->nfixed = FO_LOG_LINES(st->flags);
-	st->maxexts = FO_LOG_EXTS(st->flags);
-	st->cur = -1;
 	st->model = pg_malloc(sizeof(FzPair) * FO_MAX_MODEL);
 	st->captags = 64;
 	st->tags = pg_malloc(sizeof(uint64) * st->captags);
 	fz_pool_create(&st->fp, 2, true);
-	fz_trace("pool: %u log lines, %u log segments, flags %02x", st->nfixed,
-			 st->maxexts, st->flags);
+	fz_log_setup(&st->fp, FO_LOG_LINES(st->flags), FO_LOG_EXTS(st->flags));
+	if (server_vacuum)
+		st->fp.faults = PMH_WP_FAULT_KEEP_ZEROED;
+	fz_trace("pool: %u log lines, %u log segments, flags %02x", st->fp.log_fixed,
+			 st->fp.log_max_exts, st->flags);
 
 	while (in.n > 0 && nops < FO_MAX_OPS)
 	{

@@ -5,12 +5,14 @@
  *	  input, the way the server does (pmhashpool.c, pmhashshmem.c):
  *	  pmh_header_validate, pmh_pool_note_crashes, pmh_recover, the metadata
  *	  of every segment, and optionally the backup log back into D-buckets
- *	  and relocated (splitting and extending as the core asks), then
+ *	  and relocated by the core's write path (src/core/pmh_writepath.c:
+ *	  log recovery, splitting and extending as the core asks), then
  *	  recovery once more.  Nothing may crash, hang or touch memory outside
  *	  the image; a header is accepted exactly when it is valid; when
  *	  recovery accepts the image, the structure must satisfy the invariants
- *	  of fuzz_common.c's checker, a second recovery must find nothing to
- *	  repair, and lookups must return exactly the live entries.
+ *	  of fuzz_common.c's checkers (the log's line states too, after the
+ *	  replay), a second recovery must find nothing to repair, and lookups
+ *	  must return exactly the live entries.
  *
  * A pool is at least 528 kB (header, fixed backup log, one segment), so the
  * input is not the image itself but a script that builds it:
@@ -625,61 +627,86 @@ check_repairs(const FzPool *fp, const PmhRecoveryResult *res, const char *before
 			  (unsigned long long) res->orphans_cleared);
 }
 
-/* log slots put back, for the check after relocation */
-typedef struct FpRestored
+/* the live log slots log recovery found (pmh_wp_log_recover) */
+typedef struct FpFound
 {
-	FzPool	   *fp;
-	FzPair	   *v;
-	size_t		n;
-	size_t		cap;
-} FpRestored;
+	uint32	   *slots;
+	uint32		n;
+	uint32		cap;
+} FpFound;
 
-/* fz_log_recover's note: remember the entry of a restored log slot */
+/* pmh_wp_log_recover's "found": remember the slot */
 static void
-note_restored(void *arg, const uint32 *slots, int n)
+note_found(void *arg, uint32 logslot, const PmhEntry *e)
 {
-	FpRestored *r = (FpRestored *) arg;
-	int			i;
+	FpFound    *f = (FpFound *) arg;
 
-	for (i = 0; i < n; i++)
+	FZ_ASSERT(pmh_log_entry_is_live(e), "log recovery found dead slot %u", logslot);
+	if (f->n == f->cap)
 	{
-		const PmhEntry *e = pmh_log_entry(&r->fp->pool, slots[i]);
-
-		if (r->n == r->cap)
-		{
-			r->cap = Max(256, r->cap * 2);
-			r->v = pg_realloc(r->v, r->cap * sizeof(FzPair));
-		}
-		r->v[r->n].hash = e->hash;
-		r->v[r->n].tag = e->tag;
-		r->n++;
+		f->cap = Max(256, f->cap * 2);
+		f->slots = pg_realloc(f->slots, f->cap * sizeof(uint32));
 	}
+	f->slots[f->n++] = logslot;
 }
 
 /*
- * The log replay: put live log entries back into D-buckets, relocate them
- * all (splits, overflow segments), then check that the live entries are
- * those of before plus the restored ones, and recover once more.
+ * The log replay, as the server recovers the backup log: the line states
+ * from the log (pmh_wp_log_recover), then each live slot settled -- released
+ * if its segment holds the entry, else put back into its D-bucket
+ * (pmh_wp_recover_slot) -- up to FP_MAX_RESTORE put back (the rest stay
+ * pending), then every D-bucket relocated (pmh_wp_relocate_all: splits,
+ * overflow segments).  Then check that the live entries are those of
+ * before plus the restored ones, and recover once more.
  */
 static void
-replay_log(FzPool *fp, bool stale, FzPair *before, size_t nbefore)
+replay_log(FzPool *fp, FzPair *before, size_t nbefore)
 {
-	FpRestored	r;
+	PmhWriter  *w = fz_writer(fp);
+	FpFound		found;
+	FzPair	   *restored = NULL;
+	size_t		nrestored = 0;
+	uint32		settled;
 	FzPair	   *after;
 	size_t		nafter;
 	size_t		i;
 	PmhRecoveryResult res;
-	uint32		restored;
 
-	memset(&r, 0, sizeof(r));
-	r.fp = fp;
-	restored = fz_log_recover(fp, stale, FP_MAX_RESTORE, note_restored, NULL, &r);
-	fz_trace("log replay: %u entries pending again", restored);
+	memset(&found, 0, sizeof(found));
+	FZ_ASSERT(pmh_wp_log_recover(w, note_found, &found) == found.n &&
+			  fp->log.pending == found.n,
+			  "log recovery found %u live slots and counts %u pending",
+			  found.n, fp->log.pending);
+	for (settled = 0; settled < found.n && nrestored < FP_MAX_RESTORE; settled++)
+	{
+		/* placing may grow (and move) the image: copy the entry first */
+		PmhEntry	e = *pmh_log_entry(&fp->pool, found.slots[settled]);
+		bool		put_back;
+
+		FZ_ASSERT(pmh_wp_recover_slot(w, found.slots[settled], &put_back) == PMH_WP_OK,
+				  "settling log slot %u failed", found.slots[settled]);
+		if (!put_back)
+			continue;
+		if (nrestored % 256 == 0)
+			restored = pg_realloc(restored, (nrestored + 256) * sizeof(FzPair));
+		restored[nrestored].hash = e.hash;
+		restored[nrestored].tag = e.tag;
+		nrestored++;
+	}
+	fz_trace("log replay: %u live log slots, %u settled, %zu entries pending again",
+			 found.n, settled, nrestored);
 	fz_check_structure(fp, "log entries pending");
-	fz_relocate_all(fp, stale, NULL, NULL);
+	FZ_ASSERT(fz_check_log(fp, "log entries pending") == found.n - settled,
+			  "log entries pending: %u log slots were not settled", found.n - settled);
+	FZ_ASSERT(pmh_wp_relocate_all(w) == PMH_WP_OK,
+			  "relocating every D-bucket failed");
 	fz_check_structure(fp, "log relocated");
-	if (r.n > 0)
-		qsort(r.v, r.n, sizeof(FzPair), fz_cmp_pair);
+	FZ_ASSERT(fz_check_log(fp, "log relocated") == found.n - settled &&
+			  fp->log.pending == found.n - settled,
+			  "log relocated: %u log slots pending, %u not settled",
+			  fp->log.pending, found.n - settled);
+	if (nrestored > 0)
+		qsort(restored, nrestored, sizeof(FzPair), fz_cmp_pair);
 
 	/* every entry of before and every restored one is live, nothing else */
 	after = fz_collect(fp, false, &nafter);
@@ -687,13 +714,14 @@ replay_log(FzPool *fp, bool stale, FzPair *before, size_t nbefore)
 		FZ_ASSERT(seen_has(after, nafter, before[i].hash, before[i].tag),
 				  "entry (%016llx, %016llx) lost by the log replay",
 				  (unsigned long long) before[i].hash, (unsigned long long) before[i].tag);
-	for (i = 0; i < r.n; i++)
-		FZ_ASSERT(seen_has(after, nafter, r.v[i].hash, r.v[i].tag),
+	for (i = 0; i < nrestored; i++)
+		FZ_ASSERT(seen_has(after, nafter, restored[i].hash, restored[i].tag),
 				  "restored log entry (%016llx, %016llx) is not in its segment",
-				  (unsigned long long) r.v[i].hash, (unsigned long long) r.v[i].tag);
+				  (unsigned long long) restored[i].hash,
+				  (unsigned long long) restored[i].tag);
 	for (i = 0; i < nafter; i++)
 		FZ_ASSERT(seen_has(before, nbefore, after[i].hash, after[i].tag) ||
-				  seen_has(r.v, r.n, after[i].hash, after[i].tag),
+				  seen_has(restored, nrestored, after[i].hash, after[i].tag),
 				  "entry (%016llx, %016llx) appeared in the log replay",
 				  (unsigned long long) after[i].hash, (unsigned long long) after[i].tag);
 	check_lookups(fp, after, nafter, "after the log replay");
@@ -709,7 +737,8 @@ replay_log(FzPool *fp, bool stale, FzPair *before, size_t nbefore)
 	fz_check_structure(fp, "recovered after the log replay");
 	check_lookups(fp, after, nafter, "recovered after the log replay");
 	free(after);
-	free(r.v);
+	free(restored);
+	free(found.slots);
 }
 
 /* read FUZZ_VERBOSE once */
@@ -773,6 +802,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 
 		FZ_ASSERT(pmh_pool_note_crashes(&fp.pool, crash_count, &stale) == 0,
 				  "pmh_pool_note_crashes: %m");
+		fp.stale = stale;
 		FZ_ASSERT(st->crash_count == crash_count &&
 				  stale == (st->flags != PMH_STATE_KEPT) &&
 				  (old_flags != PMH_STATE_KEPT || st->flags == PMH_STATE_KEPT ||
@@ -807,7 +837,7 @@ LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 	live = fz_collect(&fp, false, &nlive);
 	check_lookups(&fp, live, nlive, "recovered");
 	if (flags & FP_REPLAY_LOG)
-		replay_log(&fp, stale, live, nlive);
+		replay_log(&fp, live, nlive);
 	free(live);
 	fz_pool_free(&fp);
 	return 0;

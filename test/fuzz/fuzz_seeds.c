@@ -381,7 +381,7 @@ core_insert(FzPool *fp, uint64 seed, int n, bool onehash)
 
 			if (r == PMH_INSERT_DONE)
 				break;
-			if (!fz_handle_no_room(fp, p, r))
+			if (pmh_wp_make_room(fz_writer(fp), p, r) != PMH_WP_OK)
 				fz_fail("seed pool insert: %d", (int) r);
 		}
 	}
