@@ -85,7 +85,8 @@ CORE_TESTS = test/unit/test_core.c test/unit/test_core.h \
 	test/unit/test_log.c \
 	test/unit/test_dbucket.c \
 	test/unit/test_recover.c \
-	test/unit/test_torn.c
+	test/unit/test_torn.c \
+	test/unit/test_writepath.c
 
 test/unit/test_core: $(CORE_TESTS) $(CORE_HARNESS)
 	$(CC) $(UNIT_CFLAGS) -o $@ $(filter %.c,$^) $(CORE_TEST_LIBS)

@@ -125,11 +125,9 @@ pmhash_vacuum_judge(PmhashIndex *idx, uint32 segno, uint64 owner_word,
  * Remove the dead entries of primary segment segno and its overflow chain
  * (segment lock exclusive); returns entries removed.  First every entry
  * is judged (the callback and the heap length can fail: nothing is changed
- * yet), then all deletions are made and persisted in one batch: one fence,
- * and with msync about one call per segment.  Each deletion is one 8-byte
- * store, failure-atomic on its own, so a crash inside the batch leaves any
- * subset of them, each entry whole or gone.  The batch ends before the
- * caller releases the segment lock.
+ * yet), then all deletions are made and persisted in one batch
+ * (pmh_delete_chain): one fence, and with msync about one call per
+ * segment.  The batch ends before the caller releases the segment lock.
  */
 static uint64
 pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
@@ -138,8 +136,6 @@ pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 	PmhPool    *pool = &idx->local->pool;
 	uint64		ndead = 0;
 	int			nsegs = 0;
-	int			k;
-	int			rc = 0;
 	uint32		seg;
 
 	for (seg = segno; seg != PMH_NO_SEGMENT;
@@ -159,35 +155,7 @@ pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 	if (ndead == 0)
 		return 0;
 
-	pmh_batch_begin(pool);
-	for (seg = segno, k = 0; k < nsegs && rc == 0;
-		 seg = pmhash_seg_meta(idx, seg)->ovf_next, k++)
-	{
-		PmhSegMeta *meta = pmhash_seg_meta(idx, seg);
-		bool		deleted = false;
-		int			b;
-
-		for (b = 0; b < PMH_SEG_BUCKETS && rc == 0; b++)
-			if (vs->dead[k * PMH_SEG_BUCKETS + b] != 0)
-			{
-				rc = pmh_delete_slots(pool, meta, seg, b,
-									  vs->dead[k * PMH_SEG_BUCKETS + b]);
-				deleted = true;
-			}
-		/* drop the passed marks that the deleted entries may have left */
-		if (deleted && meta->fpt_any_passed)
-			pmh_fpt_rebuild(pool, meta, seg);
-	}
-	if (rc != 0)
-	{
-		int			save_errno = errno;
-
-		(void) pmh_batch_end(pool);
-		errno = save_errno;
-	}
-	else
-		rc = pmh_batch_end(pool);
-	if (rc != 0)
+	if (pmh_delete_chain(pool, &idx->cb, segno, vs->dead, nsegs) != 0)
 		pmhash_report_io_error(idx->rel, "persist deletion in");
 	return ndead;
 }

@@ -604,6 +604,8 @@ extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
 extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);
 extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
 					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
+extern int	pmh_delete_chain(PmhPool *pool, const PmhCallbacks *cb,
+							 uint32 segno, const uint16 *dead, int nsegs);
 extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
 							 int bucket, uint16 mask);
 extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,

@@ -602,3 +602,52 @@ pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int bucket,
 	}
 	return pmh_persist(pool, &e[first], (size_t) (last - first + 1) * PMH_ENTRY_BYTES);
 }
+
+/*
+ * Delete the marked slots of primary segment segno and of its overflow
+ * chain (VACUUM), all persisted in one batch with one fence.  dead holds
+ * PMH_SEG_BUCKETS masks per segment of the chain, in chain order, nsegs
+ * segments' worth (the caller judged the entries under the segment lock
+ * and keeps holding it).  A segment whose fingerprint table has "passed"
+ * marks is rebuilt, so that the marks the deleted entries needed go.
+ * Each deletion is one 8-byte store, failure-atomic on its own, so a
+ * crash inside the batch leaves any subset of them, each entry whole or
+ * gone.  Returns 0, or -1 with errno set (the metadata and the mapping
+ * then say deleted, the media any subset).
+ */
+int
+pmh_delete_chain(PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+				 const uint16 *dead, int nsegs)
+{
+	uint32		seg = segno;
+	int			rc = 0;
+	int			k;
+
+	pmh_batch_begin(pool);
+	for (k = 0; k < nsegs && seg != PMH_NO_SEGMENT && rc == 0; k++)
+	{
+		PmhSegMeta *meta = cb->get_meta(cb->arg, seg);
+		bool		deleted = false;
+		int			b;
+
+		for (b = 0; b < PMH_SEG_BUCKETS && rc == 0; b++)
+			if (dead[k * PMH_SEG_BUCKETS + b] != 0)
+			{
+				rc = pmh_delete_slots(pool, meta, seg, b,
+									  dead[k * PMH_SEG_BUCKETS + b]);
+				deleted = true;
+			}
+		if (deleted && meta->fpt_any_passed)
+			pmh_fpt_rebuild(pool, meta, seg);
+		seg = meta->ovf_next;
+	}
+	if (rc != 0)
+	{
+		int			save_errno = errno;
+
+		(void) pmh_batch_end(pool);
+		errno = save_errno;
+		return rc;
+	}
+	return pmh_batch_end(pool);
+}

@@ -16,6 +16,8 @@
  *						corruption and after crashes around a relocation
  *		test_torn.c		torn writes: every state of a bucket line during an
  *						insert, a delete or a relocation
+ *		test_writepath.c	the write-path protocol's bookkeeping and its
+ *						failures (tlog.c drives it), chain deletion
  *	  test_core.h declares them; the harness they share is tpool.c.
  *
  * Pools are real files in a temporary directory (mkdtemp under $TMPDIR or
@@ -104,6 +106,12 @@ static const TestDef tests[] = {
 	{"recover_zeroes_free", test_recover_zeroes_free},
 	{"log_segments", test_log_segments},
 	{"optimistic_lookups", test_optimistic_lookups},
+	{"wp_reserve_release", test_wp_reserve_release},
+	{"wp_log_full", test_wp_log_full},
+	{"wp_write_failure", test_wp_write_failure},
+	{"wp_vacuum", test_wp_vacuum},
+	{"wp_no_room", test_wp_no_room},
+	{"delete_chain", test_delete_chain},
 };
 
 /* ---------------------------------------------------------------------

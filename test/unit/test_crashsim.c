@@ -45,9 +45,8 @@
  * The workload runs the core's write-path protocol (src/core/
  * pmh_writepath.c, through test/unit/tlog.c): the same code that decides,
  * in the server, which backup-log line a backend owns, which log slots are
- * pending, when a line is reused and what VACUUM clears; only the
- * deletion of dead entries from segments (pmhashvacuum.c's pass) is the
- * simulator's own.  To make backup-log reuse and growth frequent, the
+ * pending, when a line is reused and what VACUUM clears; only VACUUM's
+ * judgement of which entries are dead is the simulator's own.  To make backup-log reuse and growth frequent, the
  * workload uses only SIM_FIXED_LINES lines of the fixed log, then adds
  * log segments, and when those are used up too, relocates every D-bucket
  * (as the server does when its log may not grow).
@@ -619,14 +618,15 @@ sim_dead_pending(uint64 tag, void *arg)
 
 /*
  * VACUUM's pass over primary segment p and its overflow chain
- * (pmhash_vacuum_chain): judge every entry first, then delete the doomed
- * ones of the whole chain and persist them in one batch, one fence.
+ * (pmhash_vacuum_chain): judge every entry first (the simulator's own
+ * judge: is it doomed?), then delete the doomed ones of the whole chain
+ * and persist them in one batch, one fence (pmh_delete_chain, as the
+ * server does).
  */
 static void
 sim_vacuum_chain(Sim *sim, uint32 p)
 {
 	uint16		dead[8][PMH_SEG_BUCKETS];
-	uint32		segs[8];
 	int			nsegs = 0;
 	int			ndead = 0;
 	uint32		c;
@@ -638,9 +638,8 @@ sim_vacuum_chain(Sim *sim, uint32 p)
 	{
 		const PmhEntry *ent = pmh_seg_entries(&sim->tp.pool, c);
 
-		if (!CHECKF(nsegs < (int) lengthof(segs), "chain of %u too long", p))
+		if (!CHECKF(nsegs < (int) lengthof(dead), "chain of %u too long", p))
 			return;
-		segs[nsegs] = c;
 		for (b = 0; b < PMH_SEG_BUCKETS; b++)
 		{
 			dead[nsegs][b] = 0;
@@ -660,14 +659,8 @@ sim_vacuum_chain(Sim *sim, uint32 p)
 	}
 	if (ndead == 0)
 		return;
-	pmh_batch_begin(&sim->tp.pool);
-	for (k = 0; k < nsegs; k++)
-		for (b = 0; b < PMH_SEG_BUCKETS; b++)
-			if (dead[k][b] != 0)
-				CHECKF(pmh_delete_slots(&sim->tp.pool, &sim->tp.meta[segs[k]],
-										segs[k], b, dead[k][b]) == 0,
-					   "pmh_delete_slots: %m");
-	CHECKF(pmh_batch_end(&sim->tp.pool) == 0, "pmh_batch_end: %m");
+	CHECKF(pmh_delete_chain(&sim->tp.pool, &sim->tp.cb, p, &dead[0][0],
+							nsegs) == 0, "pmh_delete_chain: %m");
 	for (id = 0; id < sim->ne; id++)
 		if (sim->e[id].state == SIM_DELETING)
 			sim->e[id].state = SIM_DELETED;

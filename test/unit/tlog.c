@@ -72,13 +72,18 @@ tlog_unlock_segment(void *arg, uint32 segno)
 static bool
 tlog_split(void *arg, uint32 segno)
 {
-	return tpool_split((TPool *) arg, segno) != PMH_NO_SEGMENT;
+	TPool	   *tp = (TPool *) arg;
+
+	return !tp->wp_deny_room && tpool_split(tp, segno) != PMH_NO_SEGMENT;
 }
 
 static bool
 tlog_add_overflow(void *arg, uint32 segno)
 {
-	return tpool_add_overflow((TPool *) arg, segno) != PMH_NO_SEGMENT;
+	TPool	   *tp = (TPool *) arg;
+
+	return !tp->wp_deny_room &&
+		tpool_add_overflow(tp, segno) != PMH_NO_SEGMENT;
 }
 
 /* add log segment number log.nexts, with the chunk of its lines */
@@ -89,7 +94,7 @@ tlog_add_log_segment(void *arg)
 	uint32		c = pmh_log_nlines(&tp->log) / PMH_LOG_CHUNK;
 	uint32		segno;
 
-	if (!tpool_ensure_free(tp, 1))
+	if (tp->wp_deny_room || !tpool_ensure_free(tp, 1))
 		return false;
 	segno = cb_alloc_segment(tp);
 	if (!CHECKF(segno != PMH_NO_SEGMENT && c < TLOG_MAX_CHUNKS,
@@ -126,12 +131,20 @@ tlog_entries_added(void *arg, int64 n)
 	((TPool *) arg)->entries_delta += n;
 }
 
-/* a failure of the protocol is a failure of the test */
+/*
+ * A failure of the protocol is a failure of the test, unless the test
+ * causes it on purpose: then it is counted and remembered.
+ */
 static void
 tlog_error(void *arg, PmhWpStatus status, const char *what, bool fatal)
 {
-	CHECKF(false, "could not %s pool (status %d%s): %m", what, (int) status,
-		   fatal ? ", fatal" : "");
+	TPool	   *tp = (TPool *) arg;
+
+	tp->wp_errors++;
+	tp->wp_last_status = status;
+	tp->wp_last_fatal = fatal;
+	CHECKF(tp->wp_expect_errors, "could not %s pool (status %d%s): %m", what,
+		   (int) status, fatal ? ", fatal" : "");
 }
 
 static const PmhWriteOps tlog_ops = {

@@ -79,6 +79,12 @@ typedef struct TPool
 	int			faults;			/* PmhWriter.faults */
 	int64		entries_delta;	/* what the protocol said of the count */
 	PmhWriter	w;
+	/* tests of the protocol's failures (test_writepath.c) */
+	bool		wp_expect_errors;	/* count errors instead of failing */
+	int			wp_errors;
+	PmhWpStatus wp_last_status;
+	bool		wp_last_fatal;
+	bool		wp_deny_room;	/* splits, overflows, log growth refused */
 } TPool;
 
 #define STOP_SPLIT		0x1
