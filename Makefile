@@ -54,6 +54,12 @@ SHLIB_LINK = -lpmem
 # no-op for extensions).
 REGRESS_OPTS = --temp-config=$(srcdir)/test/pmhash.conf
 
+# (set before pgxs.mk, which tests it when it is read; the lists it names
+# are defined below)
+EXTRA_CLEAN = $(UNIT_TESTS) test/bench/pmh_bench results regression.diffs \
+	regression.out tmp_check tmp_install \
+	$(FUZZ_TARGETS) test/fuzz/fuzz_seeds test/fuzz/seeds
+
 PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
@@ -118,7 +124,6 @@ test/bench/pmh_bench: test/bench/pmh_bench.c test/unit/unit_util.h \
 .PHONY: bench-core
 bench-core: test/bench/pmh_bench
 
-EXTRA_CLEAN = $(UNIT_TESTS) test/bench/pmh_bench results regression.diffs regression.out tmp_check tmp_install
 
 # Fuzz targets (libFuzzer, clang-14 with AddressSanitizer and UBSan): "make
 # fuzz" builds them and writes the seed corpora to test/fuzz/seeds; see
@@ -153,4 +158,3 @@ test/fuzz/seeds/.stamp: test/fuzz/fuzz_seeds
 .PHONY: fuzz
 fuzz: $(FUZZ_TARGETS) test/fuzz/seeds/.stamp
 
-EXTRA_CLEAN += $(FUZZ_TARGETS) test/fuzz/fuzz_seeds test/fuzz/seeds
