@@ -4,7 +4,8 @@
 #
 #   bench_out_dir         the results directory of this run, created:
 #                         $PMHASH_BENCH_OUT, else test/bench/results/<date>
-#                         (ignored by git; results/latest/ is kept)
+#                         (ignored by git; results/latest/ is kept); fails
+#                         (exit 1) when it cannot be created
 #   bench_machine         one line: CPU model, CPUs, memory, kernel
 #   bench_load            the load average, for the report
 #   bench_have_gnuplot    is gnuplot (with the pngcairo terminal) there?

@@ -27,7 +27,7 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 . "$HERE/bench_lib.sh"
 
 cd "$PMH_ROOT" || exit 2
-OUT=$(bench_out_dir)
+OUT=$(bench_out_dir) || exit 2 # (pmh_die in $(...) leaves only the subshell)
 LOGDIR=$PMH_CHECK/bench
 mkdir -p "$LOGDIR"
 

@@ -110,7 +110,7 @@ PIN_ONE=${PMHASH_BENCH_PIN_ONE:-1}
 
 LOGDIR=$PMH_CHECK/bench
 mkdir -p "$LOGDIR"
-OUT=$(bench_out_dir)
+OUT=$(bench_out_dir) || exit 2 # (pmh_die in $(...) leaves only the subshell)
 TSV=$OUT/sql.tsv
 MD=$OUT/sql.md
 STATUS=0
