@@ -98,12 +98,13 @@ pmhash_wp_unlock_segment(void *arg, uint32 segno)
  * wrong segment).
  */
 static uint32
-pmhash_wp_lookup_segment(void *arg, uint64 hash)
+pmhash_wp_lookup_segment(void *arg, uint64 hash, PmhSegMeta **meta)
 {
 	PmhashIndex *idx = (PmhashIndex *) arg;
 	uint32		segno = pmhash_lookup_segment(idx, hash);
 
 	pmh_prefetch_write(&pmhash_seg_slot(idx, segno)->lock);
+	*meta = pmhash_seg_meta(idx, segno);
 	return segno;
 }
 
@@ -503,15 +504,11 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 						 uint32 line, int first)
 {
 	PmhWriter	w;
-	int			i;
 
 	pmhash_writer(idx, &w);
-	pmh_wp_prefetch_placement(&w, entries, n);
 	PG_TRY();
 	{
-		for (i = 0; i < n; i++)
-			pmhash_wp_check(pmh_wp_place(&w, entries[i].hash, entries[i].tag,
-										 line * PMH_BUCKET_SLOTS + (uint32) (first + i)));
+		pmhash_wp_check(pmh_wp_place_written(&w, entries, n, line, first));
 	}
 	PG_CATCH();
 	{
@@ -535,7 +532,6 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-	pmh_wp_close_full_line(&w);
 }
 
 /* ---------------------------------------------------------------------

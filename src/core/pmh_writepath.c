@@ -31,6 +31,9 @@
 #include <errno.h>
 #include <string.h>
 
+static PmhWpStatus pmh_wp_place_in(PmhWriter *w, uint64 hash, uint64 tag,
+								   uint32 logslot, bool entry_exclusive);
+
 /* tell the caller about a failure, and return it */
 static PmhWpStatus
 pmh_wp_fail(PmhWriter *w, PmhWpStatus status, const char *what, bool fatal)
@@ -449,8 +452,19 @@ pmh_wp_make_room(PmhWriter *w, uint32 segno, PmhInsertResult verdict)
 PmhWpStatus
 pmh_wp_place(PmhWriter *w, uint64 hash, uint64 tag, uint32 logslot)
 {
+	return pmh_wp_place_in(w, hash, tag, logslot,
+						   w->ops->index_exclusive(w->arg));
+}
+
+/*
+ * pmh_wp_place, told the index lock's mode (entry_exclusive): placing the
+ * entries of one write asks for it once.
+ */
+static PmhWpStatus
+pmh_wp_place_in(PmhWriter *w, uint64 hash, uint64 tag, uint32 logslot,
+				bool entry_exclusive)
+{
 	const PmhWriteOps *ops = w->ops;
-	bool		entry_exclusive = ops->index_exclusive(w->arg);
 	bool		exclusive = entry_exclusive;
 	PmhWpStatus st = PMH_WP_OK;
 
@@ -518,11 +532,13 @@ pmh_wp_prefetch_placement(PmhWriter *w, const PmhEntry *entries, int n)
 	Assert(n <= PMH_BUCKET_SLOTS);
 	for (i = 0; i < n; i++)
 	{
-		segs[i] = w->ops->lookup_segment(w->arg, entries[i].hash);
+		PmhSegMeta *meta;
+
+		segs[i] = w->ops->lookup_segment(w->arg, entries[i].hash, &meta);
 		ready[i] = w->ops->segment_ready == NULL ||
 			w->ops->segment_ready(w->arg, segs[i]);
 		if (ready[i])
-			pmh_prefetch(&w->cb->get_meta(w->cb->arg, segs[i])->npending);
+			pmh_prefetch(&meta->npending);
 	}
 	for (i = 0; i < n; i++)
 		if (ready[i])
@@ -545,6 +561,34 @@ pmh_wp_close_full_line(PmhWriter *w)
 }
 
 /*
+ * Place the n entries that pmh_wp_write wrote to line "line" from slot
+ * "first" on (prefetching first), then give the line up if it is full.
+ * On failure w->placed says how many of them (counted from the value it
+ * had on entry) are in D-buckets; the caller releases the slots of the
+ * rest.
+ */
+PmhWpStatus
+pmh_wp_place_written(PmhWriter *w, const PmhEntry *entries, int n,
+					 uint32 line, int first)
+{
+	bool		exclusive = w->ops->index_exclusive(w->arg);
+	int			i;
+
+	pmh_wp_prefetch_placement(w, entries, n);
+	for (i = 0; i < n; i++)
+	{
+		PmhWpStatus st = pmh_wp_place_in(w, entries[i].hash, entries[i].tag,
+										 line * PMH_BUCKET_SLOTS + (uint32) (first + i),
+										 exclusive);
+
+		if (st != PMH_WP_OK)
+			return st;
+	}
+	pmh_wp_close_full_line(w);
+	return PMH_WP_OK;
+}
+
+/*
  * Write a collecting log of n entries to the backup log (one persist, one
  * fence), then make them visible in their D-buckets.  A caller whose
  * placements can raise an error (the server) calls the steps itself, to
@@ -556,7 +600,7 @@ pmh_wp_flush(PmhWriter *w, const PmhEntry *entries, int n)
 	PmhEntry	copy[PMH_BUCKET_SLOTS];
 	uint32		line;
 	int			first;
-	int			i;
+	uint32		placed;
 	PmhWpStatus st;
 
 	if (n == 0)
@@ -566,25 +610,20 @@ pmh_wp_flush(PmhWriter *w, const PmhEntry *entries, int n)
 	st = pmh_wp_write(w, copy, n, &line, &first);
 	if (st != PMH_WP_OK)
 		return st;
-	pmh_wp_prefetch_placement(w, copy, n);
-	for (i = 0; i < n; i++)
+	placed = w->placed;
+	st = pmh_wp_place_written(w, copy, n, line, first);
+	if (st != PMH_WP_OK)
 	{
-		st = pmh_wp_place(w, copy[i].hash, copy[i].tag,
-						  line * PMH_BUCKET_SLOTS + (uint32) (first + i));
-		if (st != PMH_WP_OK)
-		{
-			uint32		slots[PMH_BUCKET_SLOTS];
-			int			k;
+		uint32		slots[PMH_BUCKET_SLOTS];
+		int			k;
 
-			/* the rest never reached a D-bucket: free their slots */
-			for (k = i; k < n; k++)
-				slots[k - i] = line * PMH_BUCKET_SLOTS + (uint32) (first + k);
-			(void) pmh_wp_release(w, slots, n - i, false, false);
-			return st;
-		}
+		/* the rest never reached a D-bucket: free their slots */
+		for (k = (int) (w->placed - placed); k < n; k++)
+			slots[k] = line * PMH_BUCKET_SLOTS + (uint32) (first + k);
+		k = (int) (w->placed - placed);
+		(void) pmh_wp_release(w, slots + k, n - k, false, false);
 	}
-	pmh_wp_close_full_line(w);
-	return PMH_WP_OK;
+	return st;
 }
 
 /*

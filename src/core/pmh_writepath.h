@@ -104,7 +104,8 @@ typedef enum PmhWpStatus
  *	 (pmh_wp_place relies on that: only relock changes the mode).
  *	 unlock_segment undoes it.
  * lookup_segment: the primary segment the directory names for hash, read
- *	 without a segment lock (for prefetching only; may be NULL).
+ *	 without a segment lock, and its metadata (for prefetching only; may be
+ *	 NULL).
  * segment_ready: may the metadata of primary segno be read (loaded since
  *	 the restart)?  NULL: always.
  * split_shared: split primary segno under its segment lock, the index lock
@@ -134,7 +135,7 @@ typedef struct PmhWriteOps
 	void		(*relock) (void *arg, bool exclusive);
 	uint32		(*lock_hash) (void *arg, uint64 hash, PmhSegMeta **meta);
 	void		(*unlock_segment) (void *arg, uint32 segno);
-	uint32		(*lookup_segment) (void *arg, uint64 hash);
+	uint32		(*lookup_segment) (void *arg, uint64 hash, PmhSegMeta **meta);
 	bool		(*segment_ready) (void *arg, uint32 segno);
 	bool		(*split_shared) (void *arg, uint32 segno);
 	bool		(*split) (void *arg, uint32 segno);
@@ -210,6 +211,8 @@ extern PmhWpStatus pmh_wp_place(PmhWriter *w, uint64 hash, uint64 tag,
 								uint32 logslot);
 extern void pmh_wp_prefetch_placement(PmhWriter *w, const PmhEntry *entries,
 									  int n);
+extern PmhWpStatus pmh_wp_place_written(PmhWriter *w, const PmhEntry *entries,
+										int n, uint32 line, int first);
 extern void pmh_wp_close_full_line(PmhWriter *w);
 extern PmhWpStatus pmh_wp_flush(PmhWriter *w, const PmhEntry *entries, int n);
 extern PmhWpStatus pmh_wp_relocate_all(PmhWriter *w);

@@ -973,12 +973,13 @@ wp_unlock_segment(void *arg, uint32 segno)
 
 /* for prefetching: the segment and its lock word */
 static uint32
-wp_lookup_segment(void *arg, uint64 hash)
+wp_lookup_segment(void *arg, uint64 hash, PmhSegMeta **meta)
 {
 	Worker	   *w = (Worker *) arg;
 	uint32		segno = dir_lookup(w->t, hash);
 
 	pmh_prefetch_write(&w->t->seglock[segno].state);
+	*meta = &w->t->meta[segno];
 	return segno;
 }
 

@@ -666,14 +666,7 @@ fz_wp_relock(void *arg, bool exclusive)
 	fz_fail("the core changes the lock mode of a writer that holds the index exclusively");
 }
 
-/* PmhWriteOps.lookup_segment: no segment lock is needed */
-static uint32
-fz_wp_segment_of(void *arg, uint64 hash)
-{
-	return fz_primary_of((const FzPool *) arg, hash);
-}
-
-/* PmhWriteOps.lock_hash: the segment and its metadata, no lock */
+/* PmhWriteOps.lock_hash and lookup_segment: no segment lock is needed */
 static uint32
 fz_wp_lock_hash(void *arg, uint64 hash, PmhSegMeta **meta)
 {
@@ -754,7 +747,7 @@ static const PmhWriteOps fz_wp_ops = {
 	.relock = fz_wp_relock,
 	.lock_hash = fz_wp_lock_hash,
 	.unlock_segment = fz_wp_unlock_segment,
-	.lookup_segment = fz_wp_segment_of,
+	.lookup_segment = fz_wp_lock_hash,
 	.split = fz_wp_split,
 	.add_overflow = fz_wp_add_overflow,
 	.add_log_segment = fz_wp_add_log_segment,

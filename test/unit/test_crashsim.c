@@ -530,7 +530,7 @@ sim_new_entry(Sim *sim, uint64 hash)
 /*
  * A committing transaction of n entries: its collecting log is written to
  * the backup log a line's room at a time (pmh_wp_write), each write
- * followed by placing its entries into their D-buckets (pmh_wp_place), as
+ * followed by placing its entries into their D-buckets (pmh_wp_place_written), as
  * the server's flush does.
  */
 static void
@@ -571,14 +571,9 @@ sim_transaction(Sim *sim, int n)
 			return;
 		for (i = 0; i < k; i++)
 			sim->e[ids[done + i]].state = SIM_LIVE;
-		for (i = 0; i < k; i++)
-		{
-			if (!CHECKF(pmh_wp_place(w, ents[i].hash, ents[i].tag,
-									 line * PMH_BUCKET_SLOTS + (uint32) (first + i)) == PMH_WP_OK,
-						"placing an entry failed"))
-				return;
-		}
-		pmh_wp_close_full_line(w);
+		if (!CHECKF(pmh_wp_place_written(w, ents, k, line, first) == PMH_WP_OK,
+					"placing the entries failed"))
+			return;
 		/* a full log may have relocated everything on the way */
 		if (sim->tp.log.vacuum_active > 0 && sim->tp.log.pending < before + (uint32) k)
 			sim->vacuum_relocations++;

@@ -46,19 +46,12 @@ tlog_relock(void *arg, bool exclusive)
 	CHECKF(false, "a single writer never changes its lock mode");
 }
 
+/* lock_hash and lookup_segment: with one writer, no lock is needed */
 static uint32
-tlog_lookup_segment(void *arg, uint64 hash)
+tlog_lookup_segment(void *arg, uint64 hash, PmhSegMeta **meta)
 {
 	TPool	   *tp = (TPool *) arg;
-
-	return tp->dir[pmh_dir_index(hash, tp->gd)];
-}
-
-static uint32
-tlog_lock_hash(void *arg, uint64 hash, PmhSegMeta **meta)
-{
-	TPool	   *tp = (TPool *) arg;
-	uint32		segno = tlog_lookup_segment(arg, hash);
+	uint32		segno = tp->dir[pmh_dir_index(hash, tp->gd)];
 
 	*meta = cb_get_meta(tp, segno);
 	return segno;
@@ -153,7 +146,7 @@ static const PmhWriteOps tlog_ops = {
 	.log_chunk = tlog_chunk,
 	.index_exclusive = tlog_exclusive,
 	.relock = tlog_relock,
-	.lock_hash = tlog_lock_hash,
+	.lock_hash = tlog_lookup_segment,
 	.unlock_segment = tlog_unlock_segment,
 	.lookup_segment = tlog_lookup_segment,
 	.split = tlog_split,
