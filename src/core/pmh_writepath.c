@@ -168,6 +168,19 @@ pmh_wp_lines_in_use(const PmhWriter *w)
 	return n - (PMH_LOG_LINES - w->log->fixed_lines);
 }
 
+/*
+ * Mark n slots of line "line" from slot "first" on pending: reserved for
+ * entries being written, which stay pending until they are relocated.
+ */
+void
+pmh_wp_mark_pending(const PmhWriter *w, uint32 line, int first, int n)
+{
+	Assert(first >= 0 && n > 0 && first + n <= PMH_BUCKET_SLOTS);
+	pmh_wp_line(w, line)->pending |= (uint16) (((1 << n) - 1) << first);
+	pmh_wp_note_line(w, line);
+	w->log->pending += (uint32) n;
+}
+
 /* mark released backup-log slots free */
 static void
 pmh_wp_unpend(PmhWriter *w, const uint32 *slots, int n)
@@ -312,8 +325,7 @@ pmh_wp_reserve(PmhWriter *w, int n, uint32 *line, int *first)
 	/* log lock held, line owned with room: reserve the slots */
 	*line = (uint32) *w->own_line;
 	*first = *w->own_used;
-	pmh_wp_line(w, *line)->pending |= (uint16) (((1 << n) - 1) << *first);
-	log->pending += (uint32) n;
+	pmh_wp_mark_pending(w, *line, *first, n);
 	*w->own_used += n;
 	w->ops->log_unlock(w->arg);
 	return PMH_WP_OK;

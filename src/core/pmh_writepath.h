@@ -191,6 +191,8 @@ extern void pmh_wp_chunk_init(PmhLogChunk *c);
 extern PmhLogLine *pmh_wp_line(const PmhWriter *w, uint32 line);
 extern void pmh_wp_note_line(const PmhWriter *w, uint32 line);
 extern void pmh_wp_disown(const PmhWriter *w, uint32 line);
+extern void pmh_wp_mark_pending(const PmhWriter *w, uint32 line, int first,
+								int n);
 extern bool pmh_wp_line_marked_free(const PmhWriter *w, uint32 line);
 extern uint32 pmh_wp_lines_in_use(const PmhWriter *w);
 

@@ -231,11 +231,7 @@ tlog_writer(TPool *tp)
 void
 tlog_mark_pending(TPool *tp, uint32 line, int first, int n)
 {
-	PmhWriter  *w = tlog_writer(tp);
-
-	pmh_wp_line(w, line)->pending |= (uint16) (((1 << n) - 1) << first);
-	pmh_wp_note_line(w, line);
-	tp->log.pending += (uint32) n;
+	pmh_wp_mark_pending(tlog_writer(tp), line, first, n);
 }
 
 /*
