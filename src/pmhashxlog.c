@@ -96,6 +96,7 @@ pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
 				   const ItemPointerData *tids, int n)
 {
 	xl_pmhash_entries xle;
+	char		local[PMHASH_XLOG_ENTRY_BYTES * 32];
 	char	   *buf;
 	char	   *p;
 	int			i;
@@ -104,7 +105,8 @@ pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
 		return;
 	pmhash_xlog_pool(index, pool_id, 0, &xle.pool);
 	xle.nentries = (uint32) n;
-	p = buf = palloc(PMHASH_XLOG_ENTRY_BYTES * n);
+	/* a flush (16) or a build batch (32) fits on the stack */
+	p = buf = (n <= 32) ? local : palloc(PMHASH_XLOG_ENTRY_BYTES * n);
 	for (i = 0; i < n; i++)
 	{
 		uint32		block = ItemPointerGetBlockNumber(&tids[i]);
@@ -119,7 +121,8 @@ pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
 	XLogRegisterData((char *) &xle, SizeOfPmhashEntries);
 	XLogRegisterData(buf, PMHASH_XLOG_ENTRY_BYTES * n);
 	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_INSERT);
-	pfree(buf);
+	if (buf != local)
+		pfree(buf);
 }
 
 /* DELETE: the dead TIDs removed from the hashes lo..hi, sorted */
