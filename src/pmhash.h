@@ -554,6 +554,7 @@ extern void pmhash_log_forget_storage(const PmhashKey *key);
 extern bool pmhash_log_append_unattached(Relation index, uint64 hash,
 										 ItemPointer tid);
 extern void pmhash_log_flush_all(bool for_parallel);
+extern void pmhash_log_wal_all(void);
 extern void pmhash_log_xact_end(void);
 extern void pmhash_log_subxact_commit(SubTransactionId mysub,
 									  SubTransactionId parentsub);
