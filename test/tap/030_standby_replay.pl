@@ -34,42 +34,10 @@ use PmhashReplica;
 my $maxkey = 3000;
 my $hi = $maxkey + 100;    # every key of the workload is in 0 .. $hi
 
-my %scripts = (
-	'insert@10' => q{
-\set k random(1, :maxkey)
-INSERT INTO t (k, s) SELECT :k + g, 'v' || (:k + g) FROM generate_series(0, 19) g;
-},
-	'insert_hot@2' => q{
-INSERT INTO t (k, s) SELECT 0, 'v0' FROM generate_series(1, 10);
-},
-	'trim_hot@1' => q{
-\set r random(0, 99)
-DELETE FROM t WHERE k = 0 AND id % 100 = :r;
-},
-	'insert_abort@1' => q{
-\set k random(1, :maxkey)
-BEGIN;
-INSERT INTO t (k, s) SELECT :k + g, 'v' || (:k + g) FROM generate_series(0, 39) g;
-ROLLBACK;
-},
-	'delete@4' => q{
-\set k random(1, :maxkey)
-DELETE FROM t WHERE k = :k OR k = :k + 1;
-},
-	'update@2' => q{
-\set k random(1, :maxkey)
-\set k2 random(1, :maxkey)
-UPDATE t SET k = :k2, s = 'v' || :k2 WHERE k = :k;
-},
-	'select@2' => q{
-\set k random(1, :maxkey)
-SELECT count(*) FROM t WHERE k = :k;
-},);
-
 sub workload
 {
 	my ($node, $tag, $seconds) = @_;
-	return start_pgbench($node, scripts => \%scripts, tag => $tag,
+	return start_pgbench($node, scripts => workload_scripts(), tag => $tag,
 		seconds => $seconds, rate => 150, clients => 2,
 		defines => { maxkey => $maxkey });
 }

@@ -23,7 +23,8 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 our @EXPORT = qw(plans_agree wait_rebuilt probe_while_rebuilding
-  start_pgbench wait_pgbench power_cut forced_count seq_count);
+  start_pgbench wait_pgbench workload_scripts power_cut forced_count
+  seq_count);
 
 # planner settings of the three plans, each complete (they are SET LOCAL in
 # one transaction, one after the other)
@@ -348,6 +349,47 @@ sub seq_count
 	return $node->safe_psql($db // 'postgres', qq{
 		SET enable_indexscan = off; SET enable_bitmapscan = off;
 		SELECT count(*) FROM $table WHERE $where});
+}
+
+# The pgbench scripts of the tests' workload on a table
+# t (id bigserial, k int4, s text) with s = 'v' || k: inserts of many keys
+# 1 .. :maxkey + 19 (segments split), a hot key 0 with many rows (overflow
+# chains), aborted inserts, deletes, updates of keys, lookups.
+my %SCRIPTS = (
+	'insert@10' => q{
+\set k random(1, :maxkey)
+INSERT INTO t (k, s) SELECT :k + g, 'v' || (:k + g) FROM generate_series(0, 19) g;
+},
+	'insert_hot@2' => q{
+INSERT INTO t (k, s) SELECT 0, 'v0' FROM generate_series(1, 10);
+},
+	'trim_hot@1' => q{
+\set r random(0, 99)
+DELETE FROM t WHERE k = 0 AND id % 100 = :r;
+},
+	'insert_abort@1' => q{
+\set k random(1, :maxkey)
+BEGIN;
+INSERT INTO t (k, s) SELECT :k + g, 'v' || (:k + g) FROM generate_series(0, 39) g;
+ROLLBACK;
+},
+	'delete@4' => q{
+\set k random(1, :maxkey)
+DELETE FROM t WHERE k = :k OR k = :k + 1;
+},
+	'update@2' => q{
+\set k random(1, :maxkey)
+\set k2 random(1, :maxkey)
+UPDATE t SET k = :k2, s = 'v' || :k2 WHERE k = :k;
+},
+	'select@2' => q{
+\set k random(1, :maxkey)
+SELECT count(*) FROM t WHERE k = :k;
+},);
+
+sub workload_scripts
+{
+	return {%SCRIPTS};
 }
 
 # start_pgbench($node, %o): pgbench in the background, connected when this
