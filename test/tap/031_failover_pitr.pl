@@ -270,13 +270,18 @@ $primary->stop;
 
 $new->safe_psql('postgres', 'CHECKPOINT');
 my $old = $primary;
+# the WAL before the divergence that pg_rewind reads may be archived and
+# removed: it restores it from the old primary's archive
+my $archive = $old->archive_dir;
+$old->append_conf('postgresql.conf', qq{restore_command = 'cp "$archive/%f" "%p"'\n});
+# pg_rewind copies the new primary's postgresql.conf: keep the old one's
 my $conf = $old->data_dir . '/postgresql.conf';
 my $saved = PostgreSQL::Test::Utils::tempdir() . '/postgresql.conf';
 copy($conf, $saved) or die "copy $conf: $!";
 command_ok(
 	[
 		'pg_rewind', '--source-server', $new->connstr('postgres'),
-		'--target-pgdata', $old->data_dir, '--no-sync'
+		'--target-pgdata', $old->data_dir, '--restore-target-wal', '--no-sync'
 	],
 	'pg_rewind of the old primary');
 copy($saved, $conf) or die "copy $saved: $!";

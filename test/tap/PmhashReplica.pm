@@ -102,6 +102,7 @@ sub _differences
 	return @diff;
 }
 
+my %PLAN_NAME = (index => 'an index scan', bitmap => 'a bitmap scan');
 my %PLAN_RE = (
 	index => sub { qr/Index Scan using $_[0] on/ },
 	bitmap => sub { qr/Bitmap Index Scan on $_[0]\b/ });
@@ -202,7 +203,7 @@ sub plans_agree
 		}
 		else
 		{
-			$ok &= fail("$label: the forced plan is a $plan scan of $o{index}");
+			$ok &= fail("$label: the forced plan is $PLAN_NAME{$plan} of $o{index}");
 			diag($explain);
 		}
 	}
@@ -220,7 +221,7 @@ sub plans_agree
 	for my $plan (@plans)
 	{
 		$ok &= like(join("\n", @{ $s->{"explain_$plan"} }), $PLAN_RE{$plan}->($o{index}),
-			"$label: the forced plan is a $plan scan of $o{index}");
+			"$label: the forced plan is $PLAN_NAME{$plan} of $o{index}");
 	}
 	my $seq = _by_key($s->{seq});
 	$ok &= cmp_ok(scalar(keys %$seq), '>=', $o{min_keys},
