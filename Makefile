@@ -30,7 +30,9 @@ OBJS = \
 	src/pmhashlifecycle.o \
 	src/pmhashpage.o \
 	src/pmhashpool.o \
+	src/pmhashrebuild.o \
 	src/pmhashrecover.o \
+	src/pmhashredo.o \
 	src/pmhashsearch.o \
 	src/pmhashseglock.o \
 	src/pmhashshmem.o \
@@ -39,10 +41,12 @@ OBJS = \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \
 	src/pmhashworker.o \
-	src/pmhashxact.o
+	src/pmhashxact.o \
+	src/pmhashxlog.o
 
 EXTENSION = pmhash
-DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql
+DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql \
+	pmhash--0.3--0.4.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core
@@ -64,7 +68,7 @@ PGXS := $(shell $(PG_CONFIG) --pgxs)
 include $(PGXS)
 
 # PGXS tracks no header dependencies
-$(OBJS): $(CORE_H) src/core/pmh_media.h src/pmhash.h
+$(OBJS): $(CORE_H) src/core/pmh_media.h src/pmhash.h src/pmhash_xlog.h
 
 # The data-structure core builds and runs without a server.
 CORE_TEST_CFLAGS = -O2 -g -Wall -Wextra -Werror -Wno-unused-parameter \

@@ -21,6 +21,7 @@
 #include "utils/selfuncs.h"
 
 #include "pmhash.h"
+#include "pmhash_xlog.h"
 
 PG_MODULE_MAGIC;
 
@@ -146,6 +147,7 @@ _PG_init(void)
 
 	pmhash_shmem_request();
 	pmhash_lifecycle_init();
+	pmhash_rmgr_register();
 	pmhash_prewarm_register();
 }
 
@@ -183,7 +185,10 @@ pmhashoptions(Datum reloptions, bool validate)
 /* what an index known to be unusable costs the planner: see below */
 #define PMHASH_UNUSABLE_COST	(disable_cost * 1.0e6)
 
-/* is the index with this OID known to be unusable (pmhash_known_unusable)? */
+/*
+ * Is the index with this OID known to be unusable (pmhash_known_unusable),
+ * or is its pool being rebuilt (pmhash_known_rebuilding)?
+ */
 static bool
 pmhash_index_oid_unusable(Oid indexoid)
 {
@@ -192,7 +197,7 @@ pmhash_index_oid_unusable(Oid indexoid)
 
 	/* the planner holds a lock on every index it considers */
 	index = index_open(indexoid, NoLock);
-	result = pmhash_known_unusable(index);
+	result = pmhash_known_unusable(index) || pmhash_known_rebuilding(index);
 	index_close(index, NoLock);
 	return result;
 }
@@ -228,10 +233,6 @@ pmhashcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 		else
 			costs.indexTotalCost += probes * spc_random_page_cost;
 	}
-
-	/* pmhash pools are not WAL-logged: a standby cannot use them */
-	if (RecoveryInProgress())
-		costs.indexTotalCost += disable_cost;
 
 	/*
 	 * An index whose pool failed to load (and has not changed since) would

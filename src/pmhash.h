@@ -201,6 +201,17 @@ typedef struct PmhashShared
 	/* the last load failed on the pool itself (under the hash-table lock) */
 	bool		unusable;
 	PmhashFileSig unusable_sig; /* the pool file as that load saw it */
+
+	/*
+	 * The pool is being refilled from the heap (a copy from a base backup,
+	 * or one a standby could not keep): see "Rebuilding a pool" in
+	 * README.pmhash.  rebuild changes under the hash-table lock; a worker
+	 * claims the work (rebuild_pid) under the index lock exclusive.
+	 */
+	bool		rebuild;
+	int			rebuild_pid;
+	uint64		rebuild_blocks_total;	/* progress, written by the worker */
+	uint64		rebuild_blocks_done;
 } PmhashShared;
 
 /* lines of an index's backup log: the fixed ones and its extensions' */
@@ -261,6 +272,7 @@ typedef struct PmhashIndex
 	PmhashLocal *local;
 	LWLockMode	mode;
 	PmhCallbacks cb;
+	uint64		redo_pool_id;	/* redo: the record's pool, not the metapage's */
 } PmhashIndex;
 
 extern char *pmhash_dsa_base;
@@ -384,6 +396,8 @@ extern IndexBuildResult *pmhashbuild(Relation heap, Relation index,
 									 IndexInfo *indexInfo);
 extern void pmhashbuildempty(Relation index);
 extern char *pmhashbuildphasename(int64 phasenum);
+extern bool pmhash_insert_entry_checked(PmhashIndex *idx, uint64 hash,
+										ItemPointer tid, bool check);
 extern void pmhash_insert_entry(PmhashIndex *idx, uint64 hash,
 								ItemPointer tid);
 
@@ -414,6 +428,14 @@ extern IndexBulkDeleteResult *pmhashbulkdelete(IndexVacuumInfo *info,
 											   IndexBulkDeleteResult *stats,
 											   IndexBulkDeleteCallback callback,
 											   void *callback_state);
+/* the dead TIDs of a DELETE record, sorted */
+typedef struct PmhashRedoTids
+{
+	ItemPointerData *tids;
+	int			n;
+} PmhashRedoTids;
+extern void pmhash_vacuum_redo(PmhashIndex *idx, uint64 lo, uint64 hi,
+							   PmhashRedoTids *dead);
 extern IndexBulkDeleteResult *pmhashvacuumcleanup(IndexVacuumInfo *info,
 												  IndexBulkDeleteResult *stats);
 
@@ -431,7 +453,7 @@ extern uint64 pmhash_crash_count;
 extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
-extern void pmhash_pool_open(Relation index, const PmhashKey *key,
+extern bool pmhash_pool_open(Relation index, const PmhashKey *key,
 							 uint64 expect_pool_id, PmhashLocal *local,
 							 PmhPoolHeader *hdr_out);
 extern void pmhash_pool_remap(Relation index, PmhashLocal *local,
@@ -441,6 +463,8 @@ extern void pmhash_pool_grow(Relation index, PmhashLocal *local,
 extern void pmhash_pool_close(PmhashLocal *local);
 extern bool pmhash_pool_unlink(const PmhashKey *key);
 extern bool pmhash_pool_exists(const PmhashKey *key);
+extern bool pmhash_pool_needs_rebuild(const PmhashKey *key);
+extern void pmhash_pool_mark_rebuild(const PmhashKey *key);
 extern void pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 							 const PmhashKey *to);
 extern void pmhash_db_dir(Oid dbid, char *path, size_t len);
@@ -468,6 +492,9 @@ extern void pmhash_backend_init(void);
 extern bool pmhash_backend_attached(void);
 extern uint64 pmhash_next_generation(void);
 extern bool pmhash_known_unusable(Relation index);
+extern void pmhash_set_rebuild(PmhashShared *shared, bool on);
+extern uint32 pmhash_rebuilds_pending(void);
+extern bool pmhash_known_rebuilding(Relation index);
 
 /* pmhashattach.c: attaching to an index, loading it after a restart */
 extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
@@ -476,6 +503,9 @@ extern bool pmhash_attached_before(Relation index, PmhashShared **shared,
 extern void pmhash_attach_new(Relation index, uint64 pool_id,
 							  PmhashIndex *idx);
 extern void pmhash_detach(PmhashIndex *idx);
+extern bool pmhash_attach_redo(Relation index, uint64 pool_id,
+							   LWLockMode mode, PmhashIndex *idx);
+extern void pmhash_check_complete(PmhashIndex *idx);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
 
@@ -507,6 +537,9 @@ extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;
 extern void pmhash_prewarm_register(void);
+
+/* pmhashrebuild.c */
+extern bool pmhash_rebuild_index(Relation index);
 
 /* pmhashxact.c: collecting logs */
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,
@@ -576,6 +609,8 @@ extern bool pmhash_track_media_reads;
 /* pmhashlifecycle.c: pools follow the index storage */
 extern void pmhash_lifecycle_init(void);
 extern bool pmhash_adopt_pool(Relation index, const PmhashKey *key);
+extern void pmhash_remove_db_dir(Oid dbid);
+extern void pmhash_copy_db_pools(Oid srcdb, Oid dstdb);
 
 /* pmhashcheck.c: pmhash_check() */
 extern Datum pmhash_check(PG_FUNCTION_ARGS);

@@ -91,6 +91,51 @@ pmhash_load_context(void *arg)
 }
 
 /*
+ * Open the pool of the index being loaded.  Returns false when it must be
+ * replaced by an empty pool and rebuilt from the heap: its contents cannot
+ * be trusted (pmhash_pool_open), or, during recovery, it is missing or
+ * unusable -- a standby cannot REINDEX, and its pools come from a base
+ * backup or from redo.  On a primary a missing or corrupt pool stays an
+ * ERROR with a REINDEX hint.
+ */
+static bool
+pmhash_open_or_rebuild(PmhashIndex *idx, uint64 pool_id, PmhPoolHeader *hdr)
+{
+	MemoryContext cxt = CurrentMemoryContext;
+	bool		trusted = false;
+
+	if (!RecoveryInProgress())
+		trusted = pmhash_pool_open(idx->rel, &idx->shared->key, pool_id,
+								   idx->local, hdr);
+	else
+	{
+		PG_TRY();
+		{
+			trusted = pmhash_pool_open(idx->rel, &idx->shared->key, pool_id,
+									   idx->local, hdr);
+		}
+		PG_CATCH();
+		{
+			ErrorData  *edata;
+
+			MemoryContextSwitchTo(cxt);
+			edata = CopyErrorData();
+			if (!pmhash_error_is_pool_fault(edata->sqlerrcode))
+				PG_RE_THROW();
+			FlushErrorState();
+			ereport(LOG,
+					(errmsg("pmhash index \"%s\": %s", RelationGetRelationName(idx->rel),
+							edata->message)));
+			FreeErrorData(edata);
+		}
+		PG_END_TRY();
+	}
+	if (!trusted)
+		pmhash_pool_close(idx->local);
+	return trusted;
+}
+
+/*
  * Build the shared state of an index from its pool: validate the file,
  * undo half-done splits, and load directory, fingerprints and occupancy.
  * An unlogged index whose main fork was reset from its init fork by crash
@@ -119,7 +164,13 @@ pmhash_load(PmhashIndex *idx)
 	pmhash_pool_close(local);
 	shared->generation = pmhash_next_generation();
 
-	if (!pmhash_read_metapage(rel, &meta))
+	if (idx->redo_pool_id != 0)
+	{
+		/* redo names the pool itself: no metapage reads during recovery */
+		memset(&meta, 0, sizeof(meta));
+		meta.pool_id = idx->redo_pool_id;
+	}
+	else if (!pmhash_read_metapage(rel, &meta))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pmhash index \"%s\" has not been built",
@@ -138,8 +189,22 @@ pmhash_load(PmhashIndex *idx)
 		meta.pool_id = pool_id;
 		hdr.pool_id = pool_id;
 	}
-	else
-		pmhash_pool_open(rel, &shared->key, meta.pool_id, local, &hdr);
+	else if (!pmhash_open_or_rebuild(idx, meta.pool_id, &hdr))
+	{
+		/*
+		 * A copy from before a base backup, a pool a standby lacks or could
+		 * not keep: an empty pool in its place, which the rebuild worker
+		 * fills from the heap while inserts (and redo) go on into it.
+		 */
+		pmhash_pool_create(rel, meta.pool_id, local);
+		if (pmh_pool_state_set(&local->pool, PMH_STATE_REBUILD, 0) != 0)
+			pmhash_report_io_error(rel, "persist the state of");
+		pmhash_set_rebuild(shared, true);
+		hdr.pool_id = meta.pool_id;
+		ereport(LOG,
+				(errmsg("pmhash index \"%s\": its pool will be rebuilt from the table in the background",
+						RelationGetRelationName(rel))));
+	}
 
 	shared->pool_id = meta.pool_id;
 	shared->indexoid = RelationGetRelid(rel);
@@ -319,6 +384,7 @@ pmhash_init_handle(Relation index, PmhashShared *shared, PmhashLocal *local,
 	idx->cb.get_meta = pmhash_cb_get_meta;
 	idx->cb.alloc_segment = pmhash_cb_alloc_segment;
 	idx->cb.arg = idx;
+	idx->redo_pool_id = 0;
 }
 
 /*
@@ -335,13 +401,6 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 
 	PmhashRelCache *cache;
 
-	if (RecoveryInProgress())
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("pmhash index \"%s\" cannot be used during recovery",
-						RelationGetRelationName(index)),
-				 errdetail("pmhash pools are not WAL-logged, so a standby's pools do not follow its primary."),
-				 errhint("Query the primary, or disable index scans for this query.")));
 	if (!pmhash_attached_before(index, &shared, &local))
 	{
 		cache = (PmhashRelCache *) index->rd_amcache;
@@ -366,6 +425,56 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 
 	LWLockAcquire(&shared->lock, mode);
 	pmhash_make_ready(idx, mode);
+}
+
+/*
+ * Attach for redo (the startup process): index is a fake relation
+ * (CreateFakeRelcacheEntry) naming the storage, pool_id the pool the
+ * record is about.  Returns false, without the index lock, when the
+ * storage's current pool is another one (the record is older than the
+ * pool, which redo of a later CREATE or a rebuild made).
+ */
+bool
+pmhash_attach_redo(Relation index, uint64 pool_id, LWLockMode mode,
+				   PmhashIndex *idx)
+{
+	PmhashKey	key;
+	PmhashShared *shared;
+	PmhashLocal *local;
+
+	pmhash_backend_init();
+	pmhash_key_for_rel(index, &key);
+	shared = pmhash_shared_entry(&key, InvalidOid);
+	local = pmhash_local_entry(&key);
+	pmhash_init_handle(index, shared, local, mode, idx);
+	idx->redo_pool_id = pool_id;
+	LWLockAcquire(&shared->lock, mode);
+	pmhash_make_ready(idx, mode);
+	if (shared->pool_id != pool_id)
+	{
+		LWLockRelease(&shared->lock);
+		return false;
+	}
+	return true;
+}
+
+/*
+ * ERROR if the index's pool is being rebuilt: a scan must not answer from
+ * a pool that lacks entries.  The planner avoids such an index
+ * (pmhash_known_rebuilding); this catches a plan made before the rebuild
+ * began, or a forced one.
+ */
+void
+pmhash_check_complete(PmhashIndex *idx)
+{
+	if (unlikely(idx->shared->rebuild))
+		ereport(ERROR,
+				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+				 errmsg("pmhash index \"%s\" is being rebuilt",
+						RelationGetRelationName(idx->rel)),
+				 errdetail("Its pool came with a base backup, or this server could not keep it, and is being refilled from the table in the background."),
+				 errhint("Retry when pmhash_rebuild_progress('%s') no longer reports it rebuilding; the planner avoids the index meanwhile.",
+						 RelationGetRelationName(idx->rel))));
 }
 
 /*

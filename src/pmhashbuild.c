@@ -27,6 +27,7 @@
 #include "utils/syscache.h"
 
 #include "pmhash.h"
+#include "pmhash_xlog.h"
 
 /* entries the heap scan hands over per lock acquisition */
 #define PMHASH_BUILD_BATCH		32
@@ -57,14 +58,37 @@ typedef struct PmhashBuildState
 	uint64		hashes[PMHASH_BUILD_BATCH];
 	ItemPointerData tids[PMHASH_BUILD_BATCH];
 	int			nwaiting;
+	bool		wal;			/* log the entries (pmhash_xlog_wanted) */
 } PmhashBuildState;
+
+/* is (hash, tag) waiting in the D-bucket of primary segment segno? */
+static bool
+pmhash_pending_contains(PmhashIndex *idx, uint32 segno, uint64 hash,
+						uint64 tag)
+{
+	uint64		tags[PMH_DBUCKET_SLOTS];
+	int			n;
+	int			i;
+
+	n = pmh_pending_lookup(pmhash_seg_meta(idx, segno), hash, tags, 0,
+						   PMH_DBUCKET_SLOTS);
+	for (i = 0; i < Min(n, PMH_DBUCKET_SLOTS); i++)
+		if (tags[i] == tag)
+			return true;
+	return false;
+}
 
 /*
  * Insert (hash, tid) into an attached index (any lock mode; the index lock
- * is held in the same mode on return).
+ * is held in the same mode on return).  With check, nothing is stored if
+ * the segment, its chain or its D-bucket holds the same (hash, TID)
+ * already (redo, and a rebuild racing inserts); without, the caller knows
+ * it does not (CREATE INDEX sees every heap TID once).  Returns whether
+ * the entry was stored.
  */
-void
-pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
+bool
+pmhash_insert_entry_checked(PmhashIndex *idx, uint64 hash, ItemPointer tid,
+							bool check)
 {
 	LWLockMode	entry_mode = idx->mode;
 	uint32		block = ItemPointerGetBlockNumber(tid);
@@ -75,7 +99,14 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 		uint32		segno = pmhash_lock_hash(idx, hash, LW_EXCLUSIVE);
 		PmhInsertResult r;
 
-		r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash, block,
+		if (!check)
+			r = pmh_insert_new(&idx->local->pool, &idx->cb, segno, hash,
+							   block, offset);
+		else if (pmhash_pending_contains(idx, segno, hash,
+										 pmh_tag_make(hash, block, offset)))
+			r = PMH_INSERT_EXISTS;
+		else
+			r = pmh_insert(&idx->local->pool, &idx->cb, segno, hash, block,
 						   offset);
 		pmhash_unlock_segment(idx, segno);
 
@@ -83,11 +114,13 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 		{
 			case PMH_INSERT_DONE:
 				pg_atomic_fetch_add_u64(&idx->shared->entries, 1);
-				/* FALLTHROUGH */
+				if (idx->mode != entry_mode)
+					pmhash_relock(idx, entry_mode);
+				return true;
 			case PMH_INSERT_EXISTS:
 				if (idx->mode != entry_mode)
 					pmhash_relock(idx, entry_mode);
-				return;
+				return false;
 			case PMH_INSERT_IOERROR:
 				pmhash_report_io_error(idx->rel, "persist entry in");
 				break;
@@ -114,6 +147,13 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 		}
 		CHECK_FOR_INTERRUPTS();
 	}
+}
+
+/* insert (hash, tid), known not to be stored yet: see above */
+void
+pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
+{
+	(void) pmhash_insert_entry_checked(idx, hash, tid, false);
 }
 
 /*
@@ -149,6 +189,9 @@ pmhash_build_flush(PmhashBuildState *bs)
 	for (i = 0; i < bs->nwaiting; i++)
 		pmhash_insert_entry(&bs->idx, bs->hashes[i], &bs->tids[i]);
 	LWLockRelease(&bs->idx.shared->lock);
+	if (bs->wal)
+		pmhash_xlog_insert(bs->idx.rel, bs->idx.shared->pool_id, bs->hashes,
+						   bs->tids, bs->nwaiting);
 	bs->indtuples += bs->nwaiting;
 	bs->nwaiting = 0;
 	if (((uint64) bs->indtuples) % 4096 == 0)
@@ -276,6 +319,9 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 
 	memset(&bs, 0, sizeof(bs));
 	pmhash_attach_new(index, pool_id, &bs.idx);
+	bs.wal = pmhash_xlog_wanted(index);
+	if (bs.wal)
+		pmhash_xlog_create(index, pool_id, true);
 	pmhash_write_metapage(index, MAIN_FORKNUM, pool_id, 0);
 
 	bs.proc = index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC);
@@ -303,6 +349,8 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		pmhash_report_io_error(index, "persist");
 	pmhash_stats_add_user_bytes(bs.idx.local,
 								(uint64) bs.indtuples * PMH_ENTRY_BYTES);
+	if (bs.wal)
+		pmhash_xlog_build_end(index, pool_id);
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
 	result->heap_tuples = reltuples;

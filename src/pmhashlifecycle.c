@@ -55,6 +55,7 @@
 #include "utils/relfilenodemap.h"
 
 #include "pmhash.h"
+#include "pmhash_xlog.h"
 
 static ProcessUtility_hook_type prev_ProcessUtility = NULL;
 static ExecutorStart_hook_type prev_ExecutorStart = NULL;
@@ -110,6 +111,7 @@ pmhash_adopt_pool(Relation index, const PmhashKey *key)
 		if (pmhash_pool_read_header(&from, &hdr) && hdr.pool_id == meta.pool_id)
 		{
 			pmhash_pool_copy(RelationGetRelationName(index), &from, key);
+			pmhash_xlog_copy(&from, key);
 			found = true;
 		}
 	}
@@ -208,7 +210,8 @@ pmhash_remove_pools(bool forCommit)
 		PmhashKey	key;
 
 		pmhash_key_for_node(&nodes[i], &key);
-		(void) pmhash_pool_unlink(&key);
+		if (pmhash_pool_unlink(&key))
+			pmhash_xlog_drop(&key);
 		pmhash_forget(&key);
 	}
 	if (nodes)
@@ -315,7 +318,7 @@ pmhash_ExecutorStart(QueryDesc *queryDesc, int eflags)
 }
 
 /* remove a database's pool directory and everything in it */
-static void
+void
 pmhash_remove_db_dir(Oid dbid)
 {
 	char		dir[MAXPGPATH];
@@ -328,7 +331,7 @@ pmhash_remove_db_dir(Oid dbid)
 }
 
 /* copy every pool of a template database into a new database */
-static void
+void
 pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 {
 	char		dir[MAXPGPATH];
@@ -422,14 +425,20 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		pmhash_pre_commit();
 
 	if (OidIsValid(dropped_db))
+	{
 		pmhash_remove_db_dir(dropped_db);
+		pmhash_xlog_db(XLOG_PMHASH_DROP_DB, dropped_db, InvalidOid);
+	}
 	if (OidIsValid(template_db))
 	{
 		Oid			newdb = get_database_oid(((CreatedbStmt *) parsetree)->dbname,
 											 true);
 
 		if (OidIsValid(newdb))
+		{
 			pmhash_copy_db_pools(template_db, newdb);
+			pmhash_xlog_db(XLOG_PMHASH_COPY_DB, template_db, newdb);
+		}
 	}
 }
 

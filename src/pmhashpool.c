@@ -175,7 +175,7 @@ pmhash_epoch_init(bool reinit)
 		epoch++;
 		dirty = true;
 		ereport(LOG,
-				(errmsg("pmhash: starting from a base backup; pools from before it will need REINDEX (pool epoch %u)",
+				(errmsg("pmhash: starting from a base backup; pools copied with it are rebuilt from their tables (pool epoch %u)",
 						epoch)));
 	}
 	if (reinit || pmhash_last_run_crashed())
@@ -358,7 +358,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 
 	pmh_header_init(&hdr, pool_id, local->key.dbid, local->key.spcid,
 					local->key.relnode, RelationGetRelid(index));
-	hdr.timeline = GetWALInsertionTimeLine();
+	/* informational: the timeline is not known during recovery */
+	hdr.timeline = RecoveryInProgress() ? 0 : GetWALInsertionTimeLine();
 	hdr.epoch = pmhash_epoch;
 	hdr.checksum = pmh_header_checksum(&hdr);
 	if (pmh_pool_format(&local->pool, &hdr) != 0 ||
@@ -373,8 +374,12 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 /*
  * Open, validate and map the pool file of an index storage.  Any problem
  * is an ERROR that names the index and the file and suggests REINDEX.
+ * Returns whether its contents can be trusted: not when it predates the
+ * pool directory's epoch (a copy that came with a base backup: see
+ * pmhash_epoch_init), or says that it is being rebuilt or was left
+ * half-built by the redo of a build.  The caller then replaces it.
  */
-void
+bool
 pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 				 PmhashLocal *local, PmhPoolHeader *hdr_out)
 {
@@ -436,30 +441,21 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
 	}
 
-	/*
-	 * A pool from before a promotion or a point-in-time recovery (a copy
-	 * taken with a base backup) is older than the WAL that brought the
-	 * heap to where it is: it must not be trusted.
-	 */
-	if (hdr.timeline != GetWALInsertionTimeLine() || hdr.epoch != pmhash_epoch)
-	{
-		close(fd);
-		ereport(ERROR,
-				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("pool file \"%s\" of pmhash index \"%s\" predates a promotion, a point-in-time recovery or a restored base backup",
-						path, RelationGetRelationName(index)),
-				 errdetail("The pool was created on WAL timeline %u in pool epoch %u; the server is on timeline %u in epoch %u.",
-						   hdr.timeline, hdr.epoch, GetWALInsertionTimeLine(),
-						   pmhash_epoch),
-				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
-	}
-
 	local->key = *key;
 	local->fd = fd;
 	local->pool.no_persist = 0;
 	pmhash_map(index, path, local, (size_t) st.st_size);
 	if (hdr_out)
 		*hdr_out = hdr;
+
+	/*
+	 * The WAL timeline does not matter: a promoted standby's pools followed
+	 * the WAL up to the promotion.  A base backup (also pg_rewind, which
+	 * leaves a backup label) advances the epoch.
+	 */
+	return hdr.epoch == pmhash_epoch &&
+		(pmh_pool_state(&local->pool)->flags &
+		 (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) == 0;
 }
 
 /* remap a pool after it grew (in this or another backend) */
@@ -594,6 +590,68 @@ pmhash_pool_exists(const PmhashKey *key)
 
 	pmhash_pool_path(key, path, sizeof(path));
 	return lstat(path, &st) == 0;
+}
+
+/*
+ * Does the pool file of an index storage say that it must be rebuilt from
+ * the heap before it can answer (as pmhash_load would decide)?  Reads the
+ * header and the state line only; for the planner, before the pool is
+ * loaded.  A missing or unreadable file needs one during recovery only: a
+ * primary reports it as an error instead (REINDEX).
+ */
+bool
+pmhash_pool_needs_rebuild(const PmhashKey *key)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+	PmhPoolHeader hdr;
+	PmhPoolState pst;
+	int			fd;
+	bool		ok;
+
+	pmhash_pool_path(key, path, sizeof(path));
+	fd = pmhash_open_nofollow(path, &st);
+	if (fd < 0)
+		return RecoveryInProgress();
+	ok = pread(fd, &hdr, sizeof(hdr), 0) == (ssize_t) sizeof(hdr) &&
+		pmh_header_validate(&hdr, (size_t) st.st_size) == PMH_HEADER_OK &&
+		pread(fd, &pst, sizeof(pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(pst);
+	close(fd);
+	if (!ok)
+		return RecoveryInProgress();
+	return hdr.epoch != pmhash_epoch ||
+		(pst.flags & (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) != 0;
+}
+
+/*
+ * Mark the pool of an index storage for a rebuild from the heap (redo could
+ * not apply a record to it): set PMH_STATE_REBUILD in its state line, or,
+ * if that cannot be done, remove the file, which a standby also rebuilds.
+ */
+void
+pmhash_pool_mark_rebuild(const PmhashKey *key)
+{
+	char		path[MAXPGPATH];
+	struct stat st;
+	PmhPoolState pst;
+	int			fd;
+	bool		ok = false;
+
+	pmhash_pool_path(key, path, sizeof(path));
+	fd = pmhash_open_nofollow(path, &st);
+	if (fd < 0)
+		return;
+	if (pread(fd, &pst, sizeof(pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(pst))
+	{
+		pst.flags |= PMH_STATE_REBUILD;
+		ok = pwrite(fd, &pst, sizeof(pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(pst) &&
+			pg_fsync(fd) == 0;
+	}
+	close(fd);
+	if (!ok && unlink(path) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove pmhash pool file \"%s\": %m", path)));
 }
 
 /* read (without validating ownership) the header of a pool file */

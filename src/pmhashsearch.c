@@ -391,6 +391,7 @@ pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 		int			i;
 
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
+		pmhash_check_complete(&idx);
 		*stale = idx.shared->stale;
 		for (i = 0; i < nk; i++)
 		{
@@ -567,6 +568,7 @@ pmhash_collect(IndexScanDesc scan)
 		PmhashIndex idx;
 
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
+		pmhash_check_complete(&idx);
 		while ((n = pmhash_lookup_hash(&idx, so->hashes[0], so->tags,
 									   so->cap)) > so->cap)
 			pmhash_grow_results(so, n);

@@ -47,6 +47,7 @@ typedef struct PmhashControl
 	pg_atomic_uint64 drops;		/* counts removed shared entries */
 	pg_atomic_uint32 nunusable; /* entries marked unusable: 0 lets the
 								 * planner skip looking */
+	pg_atomic_uint32 nrebuild;	/* entries whose pool awaits a rebuild */
 	size_t		dsa_size;
 	char	   *dsa_place;
 } PmhashControl;
@@ -136,6 +137,7 @@ pmhash_shmem_startup_hook(void)
 		pg_atomic_init_u64(&pmhash_ctl->next_generation, 1);
 		pg_atomic_init_u64(&pmhash_ctl->drops, 0);
 		pg_atomic_init_u32(&pmhash_ctl->nunusable, 0);
+		pg_atomic_init_u32(&pmhash_ctl->nrebuild, 0);
 		pmhash_ctl->dsa_size = pmhash_dsa_size();
 		pmhash_ctl->dsa_place = place;
 		pmhash_pm_area = dsa_create_in_place(place, pmhash_ctl->dsa_size,
@@ -515,9 +517,71 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		shared->pool_id = 0;
 		shared->shmem_bytes = 0;
 		shared->unusable = false;
+		shared->rebuild = false;
+		shared->rebuild_pid = 0;
+		shared->rebuild_blocks_total = 0;
+		shared->rebuild_blocks_done = 0;
 	}
 	LWLockRelease(pmhash_htab_lock);
 	return shared;
+}
+
+/*
+ * Mark an index storage's pool as awaiting (or done with) a rebuild from
+ * its heap.  Takes the hash-table lock; the caller may hold the index
+ * lock.
+ */
+void
+pmhash_set_rebuild(PmhashShared *shared, bool on)
+{
+	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
+	if (on && !shared->rebuild)
+		pg_atomic_fetch_add_u32(&pmhash_ctl->nrebuild, 1);
+	else if (!on && shared->rebuild)
+		pg_atomic_fetch_sub_u32(&pmhash_ctl->nrebuild, 1);
+	shared->rebuild = on;
+	if (!on)
+		shared->rebuild_pid = 0;
+	LWLockRelease(pmhash_htab_lock);
+}
+
+/* how many index storages await a rebuild (0 without shared memory) */
+uint32
+pmhash_rebuilds_pending(void)
+{
+	if (pmhash_ctl == NULL)
+		return 0;
+	return pg_atomic_read_u32(&pmhash_ctl->nrebuild);
+}
+
+/*
+ * Is the index's pool known to be awaiting or undergoing a rebuild?  For
+ * the planner: cheap when no pool is (one atomic read).  A pool not loaded
+ * yet is judged by its file (pmhash_pool_needs_rebuild), so that a plan
+ * made before anything touched a copied pool avoids it too.
+ */
+bool
+pmhash_known_rebuilding(Relation index)
+{
+	PmhashKey	key;
+	PmhashShared *shared;
+	bool		known = false;
+	bool		rebuilding = false;
+
+	if (pmhash_ctl == NULL)
+		return false;
+	pmhash_key_for_rel(index, &key);
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, &key, HASH_FIND, NULL);
+	if (shared != NULL && shared->state == PMHASH_STATE_READY)
+	{
+		known = true;
+		rebuilding = shared->rebuild;
+	}
+	LWLockRelease(pmhash_htab_lock);
+	if (known)
+		return rebuilding;
+	return pmhash_pool_needs_rebuild(&key);
 }
 
 /*
@@ -552,6 +616,12 @@ pmhash_unmark_removed(PmhashShared *shared)
 	{
 		pg_atomic_fetch_sub_u32(&pmhash_ctl->nunusable, 1);
 		shared->unusable = false;
+	}
+	if (shared->rebuild)
+	{
+		pg_atomic_fetch_sub_u32(&pmhash_ctl->nrebuild, 1);
+		shared->rebuild = false;
+		shared->rebuild_pid = 0;
 	}
 }
 

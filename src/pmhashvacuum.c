@@ -23,6 +23,7 @@
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "commands/vacuum.h"
+#include "lib/qunique.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "storage/ipc.h"
@@ -30,16 +31,21 @@
 #include "utils/rel.h"
 
 #include "pmhash.h"
+#include "pmhash_xlog.h"
 
 /* what the pass needs besides the index */
 typedef struct PmhashVacState
 {
 	IndexBulkDeleteCallback callback;
 	void	   *callback_state;
-	Relation	heap;
+	Relation	heap;			/* NULL in redo: the TIDs are given */
 	BlockNumber nblocks;		/* heap length, refreshed when exceeded */
 	uint16	   *dead;			/* per bucket of a chain: slots to delete */
 	int			deadsegs;		/* segments "dead" has room for */
+	bool		wal;			/* log each segment's dead TIDs */
+	ItemPointerData *tids;		/* the current segment's, for the WAL */
+	int			ntids;
+	int			tidcap;
 } PmhashVacState;
 
 /*
@@ -52,10 +58,25 @@ typedef struct PmhashVacState
 static bool
 pmhash_tid_is_dead(PmhashVacState *vs, ItemPointer tid)
 {
-	if (!pmhash_heap_has_block(vs->heap, &vs->nblocks,
+	if (vs->heap != NULL &&
+		!pmhash_heap_has_block(vs->heap, &vs->nblocks,
 							   ItemPointerGetBlockNumber(tid)))
 		return true;
 	return vs->callback(tid, vs->callback_state);
+}
+
+/* remember a dead TID of the current segment for its WAL record */
+static void
+pmhash_vac_note(PmhashVacState *vs, ItemPointer tid)
+{
+	if (!vs->wal)
+		return;
+	if (vs->ntids == vs->tidcap)
+	{
+		vs->tidcap *= 2;
+		vs->tids = repalloc_huge(vs->tids, sizeof(ItemPointerData) * vs->tidcap);
+	}
+	vs->tids[vs->ntids++] = *tid;
 }
 
 /* pmhash_tid_is_dead in the shape pmhash_vacuum_pending wants */
@@ -113,6 +134,7 @@ pmhash_vacuum_judge(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 			{
 				dead[b] |= (uint16) (1 << s);
 				ndead++;
+				pmhash_vac_note(vs, &tid);
 			}
 			else
 				(*remaining)++;
@@ -122,42 +144,121 @@ pmhash_vacuum_judge(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 }
 
 /*
- * Remove the dead entries of primary segment segno and its overflow chain
- * (segment lock exclusive); returns entries removed.  First every entry
- * is judged (the callback and the heap length can fail: nothing is changed
- * yet), then all deletions are made and persisted in one batch
- * (pmh_delete_chain): one fence, and with msync about one call per
- * segment.  The batch ends before the caller releases the segment lock.
+ * Judge every entry of primary segment segno's overflow chain (the segment
+ * first) into vs->dead; returns the number of dead ones and counts the
+ * others into *remaining.  Nothing is changed: the callback and the heap
+ * length can fail.
  */
 static uint64
-pmhash_vacuum_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
-					PmhashVacState *vs, uint64 *remaining)
+pmhash_vacuum_judge_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
+						  PmhashVacState *vs, uint64 *remaining, int *nsegs)
 {
-	PmhPool    *pool = &idx->local->pool;
 	uint64		ndead = 0;
-	int			nsegs = 0;
 	uint32		seg;
 
+	*nsegs = 0;
 	for (seg = segno; seg != PMH_NO_SEGMENT;
 		 seg = pmhash_seg_meta(idx, seg)->ovf_next)
 	{
-		if (nsegs == vs->deadsegs)
+		if (*nsegs == vs->deadsegs)
 		{
 			vs->deadsegs *= 2;
 			vs->dead = repalloc(vs->dead, sizeof(uint16) * PMH_SEG_BUCKETS *
 								vs->deadsegs);
 		}
 		ndead += pmhash_vacuum_judge(idx, seg, owner_word, vs,
-									 &vs->dead[nsegs * PMH_SEG_BUCKETS],
+									 &vs->dead[*nsegs * PMH_SEG_BUCKETS],
 									 remaining);
-		nsegs++;
+		(*nsegs)++;
 	}
-	if (ndead == 0)
-		return 0;
-
-	if (pmh_delete_chain(pool, &idx->cb, segno, vs->dead, nsegs) != 0)
-		pmhash_report_io_error(idx->rel, "persist deletion in");
 	return ndead;
+}
+
+/* qsort comparator of TIDs */
+static int
+pmhash_tid_cmp(const void *a, const void *b)
+{
+	return ItemPointerCompare((ItemPointer) a, (ItemPointer) b);
+}
+
+/*
+ * Remove the dead entries of the primary segment that covers hash pos,
+ * with its overflow chain and D-bucket (index lock shared).  Every entry is
+ * judged first (the callback and the heap length can fail: nothing is
+ * changed yet); then, for a logged index, the dead TIDs go into one WAL
+ * record before any deletion; then the D-bucket's dead entries are
+ * removed, and the chain's deletions made and persisted in one batch
+ * (pmh_delete_chain: one fence, and with msync about one call per
+ * segment).  Returns the entries removed; *word gets the segment's word.
+ */
+static uint64
+pmhash_vacuum_segment(PmhashIndex *idx, uint64 pos, PmhashVacState *vs,
+					  uint64 *remaining, uint64 *word)
+{
+	uint32		segno = pmhash_lock_hash(idx, pos, LW_EXCLUSIVE);
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
+	uint64		chain_remaining = 0;
+	uint64		ndead;
+	uint64		got;
+	int			nsegs;
+
+	*word = meta->word;
+	vs->ntids = 0;
+	if (vs->wal)
+	{
+		uint32		p;
+
+		for (p = 0; p < meta->npending; p++)
+		{
+			ItemPointerData tid;
+
+			ItemPointerSet(&tid, pmh_tag_block(meta->pending[p].tag),
+						   pmh_tag_offset(meta->pending[p].tag));
+			if (pmhash_tid_is_dead(vs, &tid))
+				pmhash_vac_note(vs, &tid);
+		}
+	}
+	ndead = pmhash_vacuum_judge_chain(idx, segno, *word, vs, &chain_remaining,
+									  &nsegs);
+	if (vs->ntids > 0)
+	{
+		int			depth = pmh_segword_depth(*word);
+		uint64		lo = depth == 0 ? 0 :
+			pmh_segword_prefix(*word) << (64 - depth);
+		uint64		hi = depth == 0 ? PG_UINT64_MAX :
+			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
+
+		qsort(vs->tids, vs->ntids, sizeof(ItemPointerData), pmhash_tid_cmp);
+		pmhash_xlog_delete(idx->rel, idx->shared->pool_id, lo, hi, vs->tids,
+						   (int) qunique(vs->tids, vs->ntids,
+										 sizeof(ItemPointerData),
+										 pmhash_tid_cmp));
+	}
+	got = pmhash_vacuum_pending(idx, segno, pmhash_vac_dead, vs, remaining);
+	if (ndead > 0 &&
+		pmh_delete_chain(&idx->local->pool, &idx->cb, segno, vs->dead, nsegs) != 0)
+		pmhash_report_io_error(idx->rel, "persist deletion in");
+	pmhash_unlock_segment(idx, segno);
+	*remaining += chain_remaining;
+	got += ndead;
+	if (got > 0)
+		pg_atomic_fetch_sub_u64(&idx->shared->entries, got);
+	return got;
+}
+
+/*
+ * The first hash past a segment's range, or 0 when the range ends the
+ * hash space.
+ */
+static uint64
+pmhash_vacuum_next(uint64 word)
+{
+	int			depth = pmh_segword_depth(word);
+
+	if (depth == 0)
+		return 0;
+	return (pmh_segword_prefix(word) << (64 - depth)) +
+		(UINT64CONST(1) << (64 - depth));
 }
 
 /*
@@ -212,6 +313,9 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	vs.nblocks = RelationGetNumberOfBlocks(vs.heap);
 	vs.deadsegs = 4;
 	vs.dead = palloc(sizeof(uint16) * PMH_SEG_BUCKETS * vs.deadsegs);
+	vs.wal = pmhash_xlog_wanted(index);
+	vs.tidcap = 256;
+	vs.tids = palloc(sizeof(ItemPointerData) * vs.tidcap);
 
 	/* released backup-log copies must not outlive what we delete */
 	{
@@ -229,35 +333,19 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 	for (;;)
 	{
 		PmhashIndex idx;
-		uint32		segno;
 		uint64		word;
-		int			depth;
-		uint64		span;
-		uint64		got;
 
 		vacuum_delay_point();
 
 		pmhash_attach(index, LW_SHARED, &idx);
-		segno = pmhash_lock_hash(&idx, pos, LW_EXCLUSIVE);
-		word = pmhash_seg_meta(&idx, segno)->word;
-		got = pmhash_vacuum_pending(&idx, segno, pmhash_vac_dead, &vs,
-									&remaining);
-		got += pmhash_vacuum_chain(&idx, segno, word, &vs, &remaining);
-		pmhash_unlock_segment(&idx, segno);
-		if (got > 0)
-			pg_atomic_fetch_sub_u64(&idx.shared->entries, got);
+		removed += pmhash_vacuum_segment(&idx, pos, &vs, &remaining, &word);
 		pmhash_detach(&idx);
-		removed += got;
 		segments++;
 
 		/* next range: just past this segment's prefix */
-		depth = pmh_segword_depth(word);
-		if (depth == 0)
-			break;
-		span = UINT64CONST(1) << (64 - depth);
-		pos = (pmh_segword_prefix(word) << (64 - depth)) + span;
+		pos = pmhash_vacuum_next(word);
 		if (pos == 0)
-			break;				/* wrapped: the last range is done */
+			break;				/* the last range is done */
 	}
 	}
 	PG_END_ENSURE_ERROR_CLEANUP(pmhash_vacuum_log_end, PointerGetDatum(&cleanup));
@@ -265,6 +353,7 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 
 	table_close(vs.heap, NoLock);
 	pfree(vs.dead);
+	pfree(vs.tids);
 
 	stats->tuples_removed += (double) removed;
 	stats->num_index_tuples = (double) remaining;
@@ -297,4 +386,47 @@ pmhashvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 		stats->estimated_count = false;
 	}
 	return stats;
+}
+
+/* redo's judge: is the TID among the record's (sorted) dead TIDs? */
+static bool
+pmhash_redo_tid_dead(ItemPointer tid, void *state)
+{
+	PmhashRedoTids *t = (PmhashRedoTids *) state;
+
+	return bsearch(tid, t->tids, t->n, sizeof(ItemPointerData),
+				   pmhash_tid_cmp) != NULL;
+}
+
+/*
+ * Redo of a DELETE record: remove every entry whose TID is among the
+ * record's dead TIDs from the segments that cover hashes lo..hi (the
+ * primary's segment; this server's may be shaped differently), as
+ * ambulkdelete did.  Entries already gone are simply not found, so a
+ * replay twice removes nothing more.  The caller holds the index lock
+ * shared and has started VACUUM's backup-log clearing.
+ */
+void
+pmhash_vacuum_redo(PmhashIndex *idx, uint64 lo, uint64 hi,
+				   PmhashRedoTids *dead)
+{
+	PmhashVacState vs;
+	uint64		pos = lo;
+	uint64		remaining = 0;
+
+	memset(&vs, 0, sizeof(vs));
+	vs.callback = pmhash_redo_tid_dead;
+	vs.callback_state = dead;
+	vs.deadsegs = 4;
+	vs.dead = palloc(sizeof(uint16) * PMH_SEG_BUCKETS * vs.deadsegs);
+	for (;;)
+	{
+		uint64		word;
+
+		(void) pmhash_vacuum_segment(idx, pos, &vs, &remaining, &word);
+		pos = pmhash_vacuum_next(word);
+		if (pos == 0 || pos > hi)
+			break;
+	}
+	pfree(vs.dead);
 }

@@ -1,25 +1,34 @@
 /*-------------------------------------------------------------------------
  *
  * pmhashworker.c
- *	  Load every pmhash index into shared memory after a server start or a
- *	  crash reinitialisation, in the background, so that the first query
- *	  does not pay for the rebuild.
+ *	  Background work on every pmhash index: load them into shared memory
+ *	  after a server start or a crash reinitialisation, so that the first
+ *	  query does not pay for it, and rebuild from the heap the pools that
+ *	  need it (pmhashrebuild.c).
  *
- * A launcher (a static background worker, registered when pmhash.prewarm
- * is on) starts once recovery has finished.  It lists the databases that
- * have a pool directory, and for each starts a worker connected to it,
- * one at a time.  That worker attaches to every pmhash index of its
- * database, one transaction per index: pmhash_attach() rebuilds the
- * shared state from the pool exactly as a backend's first use would, under
- * the exclusive index lock, so a backend that needs the index meanwhile
- * waits for it (or, if it came first, the worker waits and finds the index
- * ready).  An index that fails to load (a corrupt or missing pool) is
- * reported with its ERROR, downgraded to a WARNING, and skipped; it stays
- * unloaded, and its next user gets the ERROR.
+ * A launcher (a static background worker) starts once the server accepts
+ * read-only connections: at the end of recovery, or on a hot standby as
+ * soon as it is consistent.  It lists the databases that accept
+ * connections, and for each starts a worker connected to it, one at a
+ * time.  With pmhash.prewarm on, the first run's workers attach to every
+ * pmhash index of their database, one transaction per index:
+ * pmhash_attach() rebuilds the shared state from the pool exactly as a
+ * backend's first use would, under the exclusive index lock, so a backend
+ * that needs the index meanwhile waits for it (or, if it came first, the
+ * worker waits and finds the index ready).  An index that fails to load
+ * (a corrupt or missing pool) is reported with its ERROR, downgraded to a
+ * WARNING, and skipped; it stays unloaded, and its next user gets the
+ * ERROR.  Every run (also with prewarm off) rebuilds the pools that await
+ * a rebuild: loaded ones the shared state marks, and ones not loaded yet
+ * whose file says so (a copy from a base backup).
  *
- * The launcher then waits without doing anything, so that the postmaster
- * restarts it (and it loads everything again) after every crash
- * reinitialisation: a background worker that exits is not restarted.
+ * The launcher then stays, and starts another run whenever some pool
+ * awaits a rebuild (one marked by redo or by a first use), polling once a
+ * second and backing off to once a minute while a rebuild keeps failing
+ * (on a standby, a replay conflict can cancel it).  Staying also makes
+ * the postmaster restart it (and it loads everything again) after every
+ * crash reinitialisation: a background worker that exits is not
+ * restarted.
  *
  *-------------------------------------------------------------------------
  */
@@ -33,6 +42,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_database.h"
 #include "commands/defrem.h"
@@ -60,6 +70,10 @@ bool		pmhash_prewarm = true;
 /* most databases one launcher run looks at */
 #define PMHASH_PREWARM_MAX_DBS	1024
 
+/* how often the launcher looks for pools awaiting a rebuild (ms) */
+#define PMHASH_REBUILD_POLL_MS		1000
+#define PMHASH_REBUILD_POLL_MAX_MS	60000
+
 /* fill in what the launcher and the workers have in common */
 static void
 pmhash_prewarm_worker_init(BackgroundWorker *w, const char *function,
@@ -67,7 +81,7 @@ pmhash_prewarm_worker_init(BackgroundWorker *w, const char *function,
 {
 	memset(w, 0, sizeof(*w));
 	w->bgw_flags = BGWORKER_SHMEM_ACCESS | BGWORKER_BACKEND_DATABASE_CONNECTION;
-	w->bgw_start_time = BgWorkerStart_RecoveryFinished;
+	w->bgw_start_time = BgWorkerStart_ConsistentState;
 	snprintf(w->bgw_library_name, BGW_MAXLEN, "pmhash");
 	snprintf(w->bgw_function_name, BGW_MAXLEN, "%s", function);
 	snprintf(w->bgw_name, BGW_MAXLEN, "%s", name);
@@ -83,8 +97,6 @@ pmhash_prewarm_register(void)
 {
 	BackgroundWorker w;
 
-	if (!pmhash_prewarm)
-		return;
 	pmhash_prewarm_worker_init(&w, "pmhash_prewarm_launcher_main",
 							   "pmhash prewarm launcher");
 	w.bgw_restart_time = 10;
@@ -92,8 +104,9 @@ pmhash_prewarm_register(void)
 }
 
 /*
- * The databases that have a pool directory and accept connections; at
- * most "max" of them into dbs[].  Runs in a transaction.
+ * The databases that accept connections and have a pool directory (during
+ * recovery: all that accept connections); at most "max" of them into
+ * dbs[].  Runs in a transaction.
  */
 static int
 pmhash_prewarm_databases(Oid *dbs, int max)
@@ -113,8 +126,10 @@ pmhash_prewarm_databases(Oid *dbs, int max)
 
 		if (!db->datallowconn)
 			continue;
+		/* a standby rebuilds pools it lacks: look at every database there */
 		pmhash_db_dir(db->oid, path, sizeof(path));
-		if (lstat(path, &st) != 0 || !S_ISDIR(st.st_mode))
+		if (!RecoveryInProgress() &&
+			(lstat(path, &st) != 0 || !S_ISDIR(st.st_mode)))
 			continue;
 		dbs[n++] = db->oid;
 	}
@@ -124,20 +139,15 @@ pmhash_prewarm_databases(Oid *dbs, int max)
 }
 
 /*
- * The launcher: start one worker per database with pools, one after the
- * other, then idle until the server stops.
+ * One run: a worker per database, one after the other; prewarm says
+ * whether they load every index or only rebuild what awaits it.
  */
-void
-pmhash_prewarm_launcher_main(Datum arg)
+static void
+pmhash_launcher_run(bool prewarm)
 {
 	Oid		   *dbs;
 	int			ndbs;
 	int			i;
-
-	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
-	pqsignal(SIGHUP, SignalHandlerForConfigReload);
-	BackgroundWorkerUnblockSignals();
-	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
 	dbs = palloc(sizeof(Oid) * PMHASH_PREWARM_MAX_DBS);
 	StartTransactionCommand();
@@ -151,14 +161,16 @@ pmhash_prewarm_launcher_main(Datum arg)
 		pid_t		pid;
 
 		pmhash_prewarm_worker_init(&w, "pmhash_prewarm_worker_main",
-								   "pmhash prewarm worker");
+								   prewarm ? "pmhash prewarm worker" :
+								   "pmhash rebuild worker");
 		w.bgw_restart_time = BGW_NEVER_RESTART;
 		w.bgw_main_arg = ObjectIdGetDatum(dbs[i]);
+		w.bgw_extra[0] = prewarm ? 1 : 0;
 		w.bgw_notify_pid = MyProcPid;
 		if (!RegisterDynamicBackgroundWorker(&w, &handle))
 		{
 			ereport(LOG,
-					(errmsg("pmhash prewarm: no background worker slot for database %u; its indexes load on first use",
+					(errmsg("pmhash: no background worker slot for database %u; its indexes load on first use, and rebuilds wait",
 							dbs[i]),
 					 errhint("Raise max_worker_processes.")));
 			break;
@@ -168,12 +180,30 @@ pmhash_prewarm_launcher_main(Datum arg)
 		(void) WaitForBackgroundWorkerShutdown(handle);
 	}
 	pfree(dbs);
+}
+
+/*
+ * The launcher: a first run (loading everything with pmhash.prewarm), then
+ * another whenever a pool awaits a rebuild, until the server stops.
+ */
+void
+pmhash_prewarm_launcher_main(Datum arg)
+{
+	long		wait_ms = PMHASH_REBUILD_POLL_MS;
+
+	pqsignal(SIGTERM, SignalHandlerForShutdownRequest);
+	pqsignal(SIGHUP, SignalHandlerForConfigReload);
+	BackgroundWorkerUnblockSignals();
+	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
+
+	pmhash_launcher_run(pmhash_prewarm);
 
 	/* stay, so that a crash reinitialisation starts a new run */
 	while (!ShutdownRequestPending)
 	{
-		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_EXIT_ON_PM_DEATH, -1L,
-						 PG_WAIT_EXTENSION);
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 wait_ms, PG_WAIT_EXTENSION);
 		ResetLatch(MyLatch);
 		/* absorb barriers (DROP DATABASE / TABLESPACE wait for them) */
 		CHECK_FOR_INTERRUPTS();
@@ -182,6 +212,15 @@ pmhash_prewarm_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		if (pmhash_rebuilds_pending() == 0)
+		{
+			wait_ms = PMHASH_REBUILD_POLL_MS;
+			continue;
+		}
+		pmhash_launcher_run(false);
+		/* still pending after a run: some rebuild failed; back off */
+		if (pmhash_rebuilds_pending() > 0)
+			wait_ms = Min(wait_ms * 2, PMHASH_REBUILD_POLL_MAX_MS);
 	}
 	proc_exit(0);
 }
@@ -211,11 +250,12 @@ pmhash_prewarm_indexes(Oid amoid)
 }
 
 /*
- * Load one index in its own transaction; an ERROR is reported as a
- * WARNING and the index skipped.  Returns false after an ERROR.
+ * Load one index (prewarm), and rebuild its pool if that is due, in its
+ * own transaction; an ERROR is reported as a WARNING and the index
+ * skipped.  Returns false after an ERROR.
  */
 static bool
-pmhash_prewarm_index(Oid indexoid)
+pmhash_prewarm_index(Oid indexoid, bool prewarm)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
 	bool		ok = true;
@@ -230,9 +270,18 @@ pmhash_prewarm_index(Oid indexoid)
 		{
 			PmhashIndex idx;
 
-			pmhash_attach(index, LW_SHARED, &idx);
-			pmhash_load_all(&idx, true);
-			pmhash_detach(&idx);
+			if (prewarm)
+			{
+				pmhash_attach(index, LW_SHARED, &idx);
+				pmhash_load_all(&idx, true);
+				pmhash_detach(&idx);
+			}
+			if (prewarm || pmhash_known_rebuilding(index))
+			{
+				PushActiveSnapshot(GetTransactionSnapshot());
+				(void) pmhash_rebuild_index(index);
+				PopActiveSnapshot();
+			}
 			relation_close(index, AccessShareLock);
 		}
 		CommitTransactionCommand();
@@ -249,7 +298,8 @@ pmhash_prewarm_index(Oid indexoid)
 		RESUME_INTERRUPTS();
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
-				 errmsg("pmhash prewarm: %s", edata->message),
+				 errmsg("pmhash %s: %s", prewarm ? "prewarm" : "rebuild",
+						edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 				 edata->hint ? errhint("%s", edata->hint) : 0));
 		FreeErrorData(edata);
@@ -264,6 +314,7 @@ void
 pmhash_prewarm_worker_main(Datum arg)
 {
 	Oid			dboid = DatumGetObjectId(arg);
+	bool		prewarm = MyBgworkerEntry->bgw_extra[0] != 0;
 	TimestampTz start;
 	Oid			amoid;
 	List	   *oids = NIL;
@@ -289,14 +340,15 @@ pmhash_prewarm_worker_main(Datum arg)
 	foreach(lc, oids)
 	{
 		CHECK_FOR_INTERRUPTS();
-		if (pmhash_prewarm_index(lfirst_oid(lc)))
+		if (pmhash_prewarm_index(lfirst_oid(lc), prewarm))
 			loaded++;
 		else
 			failed++;
 	}
-	ereport(LOG,
-			(errmsg("pmhash prewarm: database %u: %d index(es) loaded, %d not, in %.1f ms",
-					dboid, loaded, failed,
-					(double) (GetCurrentTimestamp() - start) / 1000.0)));
+	if (prewarm)
+		ereport(LOG,
+				(errmsg("pmhash prewarm: database %u: %d index(es) loaded, %d not, in %.1f ms",
+						dboid, loaded, failed,
+						(double) (GetCurrentTimestamp() - start) / 1000.0)));
 	proc_exit(0);
 }

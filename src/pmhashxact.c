@@ -29,6 +29,7 @@
 #include "utils/rel.h"
 
 #include "pmhash.h"
+#include "pmhash_xlog.h"
 
 /* one entry waiting in a collecting log */
 typedef struct PmhashXactEntry
@@ -88,6 +89,19 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 
 	if (n == 0)
 		return;
+	if (pmhash_xlog_wanted(idx->rel))
+	{
+		/* a standby needs the entries before the commit record too */
+		uint64		hashes[PMH_BUCKET_SLOTS];
+		ItemPointerData tids[PMH_BUCKET_SLOTS];
+
+		for (i = 0; i < n; i++)
+		{
+			hashes[i] = xl->e[i].hash;
+			tids[i] = xl->e[i].tid;
+		}
+		pmhash_xlog_insert(idx->rel, idx->shared->pool_id, hashes, tids, n);
+	}
 	for (i = 0; i < n; i++)
 	{
 		entries[i].hash = xl->e[i].hash;

@@ -178,6 +178,11 @@ typedef struct PmhPoolHeader
 												 * made before the state
 												 * line has 0, whose history
 												 * is unknown */
+#define PMH_STATE_REBUILD		UINT64CONST(4)	/* incomplete: being refilled
+												 * from the heap */
+#define PMH_STATE_WALBUILD		UINT64CONST(8)	/* filled by the redo of a
+												 * build, persisted only at
+												 * its end */
 
 typedef struct PmhPoolState
 {
@@ -575,6 +580,7 @@ extern void pmh_batch_begin(PmhPool *pool);
 extern int	pmh_batch_end(PmhPool *pool);
 extern int	pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr);
 extern int	pmh_pool_state_init(PmhPool *pool, uint64 crash_count);
+extern int	pmh_pool_state_set(PmhPool *pool, uint64 set, uint64 clear);
 extern int	pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count,
 								  bool *stale);
 

@@ -468,6 +468,19 @@ pmh_pool_state_init(PmhPool *pool, uint64 crash_count)
 }
 
 /*
+ * Set and clear flags of the pool's state line and persist it.  Returns 0,
+ * or -1 with errno set.
+ */
+int
+pmh_pool_state_set(PmhPool *pool, uint64 set, uint64 clear)
+{
+	PmhPoolState *st = pmh_pool_state(pool);
+
+	st->flags = (st->flags | set) & ~clear;
+	return pmh_persist(pool, &st->flags, sizeof(uint64));
+}
+
+/*
  * Note an open of the pool by a server that has counted crash_count
  * crashes.  If the pool was last opened before a crash, set PMH_STATE_STALE
  * (persisted before the new count, so that a crash in between cannot lose

@@ -1,0 +1,328 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashxlog.c
+ *	  pmhash's WAL records: the resource manager, what the primary logs,
+ *	  and how pg_waldump and pg_walinspect describe it.
+ *
+ * What is logged (only for indexes that need WAL: not unlogged ones, nor a
+ * storage created in the same transaction under wal_level = minimal):
+ *
+ *	CREATE		ambuild made a new pool for a storage (before its entries)
+ *	INSERT		a collecting log's entries, before they are written to the
+ *				backup log (so before the commit record), and a build's
+ *				entries, a batch at a time
+ *	BUILD_END	a build logged all its entries
+ *	DELETE		the dead TIDs VACUUM removed from one range of hashes,
+ *				before the deletions are persisted
+ *	DROP		a storage's pool was removed: after the commit of the
+ *				transaction that dropped the storage, or after the abort
+ *				of the one that created it
+ *	COPY		ALTER ... SET TABLESPACE copied a pool for the storage it
+ *				copied block by block (before the commit)
+ *	DROP_DB, COPY_DB	DROP DATABASE and CREATE DATABASE, after the fact
+ *
+ * Redo (pmhashredo.c) applies entries, never pool images: the standby's
+ * pool has its own layout.  Records name the storage by database,
+ * tablespace and relfilenode, as the pool file is named, and carry the
+ * pool id so that redo never touches another pool of the same name.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/xlog.h"
+#include "access/xloginsert.h"
+#include "miscadmin.h"
+#include "utils/rel.h"
+
+#include "pmhash.h"
+#include "pmhash_xlog.h"
+
+/* the resource manager */
+static RmgrData pmhash_rmgr = {
+	.rm_name = PMHASH_RMGR_NAME,
+	.rm_redo = pmhash_redo,
+	.rm_desc = pmhash_desc,
+	.rm_identify = pmhash_identify,
+	.rm_startup = pmhash_redo_startup,
+	.rm_cleanup = pmhash_redo_cleanup,
+};
+
+/* register the resource manager (from _PG_init, under preload) */
+void
+pmhash_rmgr_register(void)
+{
+	RegisterCustomRmgr(PMHASH_RMGR_ID, &pmhash_rmgr);
+}
+
+/* does a change to this index's pool go into the WAL? */
+bool
+pmhash_xlog_wanted(Relation index)
+{
+	return RelationNeedsWAL(index) && !RecoveryInProgress();
+}
+
+/* fill in the pool part of a record */
+static void
+pmhash_xlog_pool(Relation index, uint64 pool_id, uint32 flags,
+				 xl_pmhash_pool *xlp)
+{
+	PmhashKey	key;
+
+	pmhash_key_for_rel(index, &key);
+	memset(xlp, 0, sizeof(*xlp));
+	xlp->dbid = key.dbid;
+	xlp->spcid = key.spcid;
+	xlp->relnode = key.relnode;
+	xlp->flags = flags;
+	xlp->pool_id = pool_id;
+}
+
+/* CREATE: a new empty pool (build: entries and BUILD_END follow) */
+void
+pmhash_xlog_create(Relation index, uint64 pool_id, bool build)
+{
+	xl_pmhash_pool xlp;
+
+	pmhash_xlog_pool(index, pool_id, build ? XLP_PMHASH_BUILD : 0, &xlp);
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlp, sizeof(xlp));
+	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_CREATE);
+}
+
+/* INSERT: n entries, packed (hash, block, offset) */
+void
+pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
+				   const ItemPointerData *tids, int n)
+{
+	xl_pmhash_entries xle;
+	char	   *buf;
+	char	   *p;
+	int			i;
+
+	if (n <= 0)
+		return;
+	pmhash_xlog_pool(index, pool_id, 0, &xle.pool);
+	xle.nentries = (uint32) n;
+	p = buf = palloc(PMHASH_XLOG_ENTRY_BYTES * n);
+	for (i = 0; i < n; i++)
+	{
+		uint32		block = ItemPointerGetBlockNumber(&tids[i]);
+		uint16		offset = ItemPointerGetOffsetNumber(&tids[i]);
+
+		memcpy(p, &hashes[i], sizeof(uint64));
+		memcpy(p + sizeof(uint64), &block, sizeof(uint32));
+		memcpy(p + sizeof(uint64) + sizeof(uint32), &offset, sizeof(uint16));
+		p += PMHASH_XLOG_ENTRY_BYTES;
+	}
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xle, SizeOfPmhashEntries);
+	XLogRegisterData(buf, PMHASH_XLOG_ENTRY_BYTES * n);
+	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_INSERT);
+	pfree(buf);
+}
+
+/* DELETE: the dead TIDs removed from the hashes lo..hi, sorted */
+void
+pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
+				   const ItemPointerData *tids, int n)
+{
+	xl_pmhash_delete xld;
+	char	   *buf;
+	char	   *p;
+	int			i;
+
+	if (n <= 0)
+		return;
+	pmhash_xlog_pool(index, pool_id, 0, &xld.pool);
+	xld.lo = lo;
+	xld.hi = hi;
+	xld.ntids = (uint32) n;
+	p = buf = palloc(PMHASH_XLOG_TID_BYTES * n);
+	for (i = 0; i < n; i++)
+	{
+		uint32		block = ItemPointerGetBlockNumber(&tids[i]);
+		uint16		offset = ItemPointerGetOffsetNumber(&tids[i]);
+
+		memcpy(p, &block, sizeof(uint32));
+		memcpy(p + sizeof(uint32), &offset, sizeof(uint16));
+		p += PMHASH_XLOG_TID_BYTES;
+	}
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xld, SizeOfPmhashDelete);
+	XLogRegisterData(buf, PMHASH_XLOG_TID_BYTES * n);
+	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_DELETE);
+	pfree(buf);
+}
+
+/* BUILD_END: every entry of the build is logged */
+void
+pmhash_xlog_build_end(Relation index, uint64 pool_id)
+{
+	xl_pmhash_pool xlp;
+
+	pmhash_xlog_pool(index, pool_id, 0, &xlp);
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlp, sizeof(xlp));
+	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_BUILD_END);
+}
+
+/*
+ * DROP: the pool of a storage was removed.  Logged from the commit (or
+ * abort) callback, after the transaction's own record, and before
+ * PostgreSQL unlinks the relation files, so that the relfilenode cannot be
+ * in use again by then.  Logged whatever the index's persistence was (it
+ * is gone): dropping a pool a standby never had does nothing.
+ */
+void
+pmhash_xlog_drop(const PmhashKey *key)
+{
+	xl_pmhash_pool xlp;
+
+	if (!XLogIsNeeded() || RecoveryInProgress())
+		return;
+	memset(&xlp, 0, sizeof(xlp));
+	xlp.dbid = key->dbid;
+	xlp.spcid = key->spcid;
+	xlp.relnode = key->relnode;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlp, sizeof(xlp));
+	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_DROP);
+}
+
+/* COPY: the pool of "from" was copied for the storage "to" */
+void
+pmhash_xlog_copy(const PmhashKey *from, const PmhashKey *to)
+{
+	xl_pmhash_copy xlc;
+
+	if (!XLogIsNeeded() || RecoveryInProgress())
+		return;
+	memset(&xlc, 0, sizeof(xlc));
+	xlc.from.dbid = from->dbid;
+	xlc.from.spcid = from->spcid;
+	xlc.from.relnode = from->relnode;
+	xlc.to.dbid = to->dbid;
+	xlc.to.spcid = to->spcid;
+	xlc.to.relnode = to->relnode;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xlc, sizeof(xlc));
+	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_COPY);
+}
+
+/* DROP_DB (srcdb) and COPY_DB (srcdb to dstdb) */
+void
+pmhash_xlog_db(uint8 info, Oid srcdb, Oid dstdb)
+{
+	xl_pmhash_db xld;
+
+	if (!XLogIsNeeded() || RecoveryInProgress())
+		return;
+	xld.srcdb = srcdb;
+	xld.dstdb = dstdb;
+	XLogBeginInsert();
+	XLogRegisterData((char *) &xld, sizeof(xld));
+	(void) XLogInsert(PMHASH_RMGR_ID, info);
+}
+
+/* describe the pool a record is about */
+static void
+pmhash_desc_pool(StringInfo buf, const xl_pmhash_pool *xlp)
+{
+	appendStringInfo(buf, "pool %u/%u/%u", xlp->dbid, xlp->spcid,
+					 xlp->relnode);
+	if (xlp->pool_id != 0)
+		appendStringInfo(buf, " id %016llx",
+						 (unsigned long long) xlp->pool_id);
+}
+
+/* rm_desc: the record's contents for pg_waldump and pg_walinspect */
+void
+pmhash_desc(StringInfo buf, XLogReaderState *record)
+{
+	char	   *rec = XLogRecGetData(record);
+	uint8		info = XLogRecGetInfo(record) & ~XLR_INFO_MASK;
+
+	switch (info)
+	{
+		case XLOG_PMHASH_CREATE:
+		case XLOG_PMHASH_BUILD_END:
+		case XLOG_PMHASH_DROP:
+			{
+				xl_pmhash_pool *xlp = (xl_pmhash_pool *) rec;
+
+				pmhash_desc_pool(buf, xlp);
+				if (xlp->flags & XLP_PMHASH_BUILD)
+					appendStringInfoString(buf, ", build");
+				break;
+			}
+		case XLOG_PMHASH_INSERT:
+			{
+				xl_pmhash_entries *xle = (xl_pmhash_entries *) rec;
+
+				pmhash_desc_pool(buf, &xle->pool);
+				appendStringInfo(buf, ", %u entries", xle->nentries);
+				break;
+			}
+		case XLOG_PMHASH_DELETE:
+			{
+				xl_pmhash_delete *xld = (xl_pmhash_delete *) rec;
+
+				pmhash_desc_pool(buf, &xld->pool);
+				appendStringInfo(buf, ", %u tids, hashes %016llx..%016llx",
+								 xld->ntids, (unsigned long long) xld->lo,
+								 (unsigned long long) xld->hi);
+				break;
+			}
+		case XLOG_PMHASH_COPY:
+			{
+				xl_pmhash_copy *xlc = (xl_pmhash_copy *) rec;
+
+				pmhash_desc_pool(buf, &xlc->from);
+				appendStringInfoString(buf, " to ");
+				pmhash_desc_pool(buf, &xlc->to);
+				break;
+			}
+		case XLOG_PMHASH_DROP_DB:
+			{
+				xl_pmhash_db *xld = (xl_pmhash_db *) rec;
+
+				appendStringInfo(buf, "database %u", xld->srcdb);
+				break;
+			}
+		case XLOG_PMHASH_COPY_DB:
+			{
+				xl_pmhash_db *xld = (xl_pmhash_db *) rec;
+
+				appendStringInfo(buf, "database %u to %u", xld->srcdb,
+								 xld->dstdb);
+				break;
+			}
+	}
+}
+
+/* rm_identify: the name of a record type */
+const char *
+pmhash_identify(uint8 info)
+{
+	switch (info & ~XLR_INFO_MASK)
+	{
+		case XLOG_PMHASH_CREATE:
+			return "CREATE";
+		case XLOG_PMHASH_INSERT:
+			return "INSERT";
+		case XLOG_PMHASH_DELETE:
+			return "DELETE";
+		case XLOG_PMHASH_BUILD_END:
+			return "BUILD_END";
+		case XLOG_PMHASH_DROP:
+			return "DROP";
+		case XLOG_PMHASH_DROP_DB:
+			return "DROP_DB";
+		case XLOG_PMHASH_COPY_DB:
+			return "COPY_DB";
+		case XLOG_PMHASH_COPY:
+			return "COPY";
+	}
+	return NULL;
+}
