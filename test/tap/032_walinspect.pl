@@ -61,7 +61,11 @@ is($node->safe_psql('upd', q{
 	FROM pmhash_rebuild_progress('a_k'::regclass)}),
 	'f|t|t', 'the updated extension has pmhash_rebuild_progress()');
 
-$node->safe_psql('postgres', q{CREATE EXTENSION pmhash; CREATE EXTENSION pg_walinspect});
+$node->safe_psql('postgres', q{
+	CREATE EXTENSION pmhash;
+	CREATE EXTENSION pg_walinspect;
+	CREATE TABLE flush_marker (i int4);
+});
 is($node->safe_psql('postgres',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
 	'0.4', 'CREATE EXTENSION pmhash installs 0.4');
@@ -79,8 +83,8 @@ sub records_of
 	$node->safe_psql($db, $sql);
 	my $end = $node->safe_psql('postgres', 'SELECT pg_current_wal_insert_lsn()');
 	# a commit that flushes the WAL up to $end (pg_walinspect reads
-	# flushed WAL only)
-	$node->safe_psql('postgres', 'SELECT txid_current()');
+	# flushed WAL only; a transaction that wrote no WAL does not flush)
+	$node->safe_psql('postgres', 'INSERT INTO flush_marker VALUES (1)');
 	my $out = $node->safe_psql('postgres', qq{
 		SELECT record_type, coalesce(description, '')
 		FROM pg_get_wal_records_info('$start', '$end')
@@ -228,7 +232,7 @@ $node->safe_psql('postgres', q{
 	INSERT INTO f SELECT g % 500 FROM generate_series(1, 1000) g;
 	BEGIN; INSERT INTO c (k) SELECT 7 FROM generate_series(1, 100); ROLLBACK;
 });
-$node->safe_psql('postgres', 'SELECT txid_current()');
+$node->safe_psql('postgres', 'INSERT INTO flush_marker VALUES (1)');
 is($node->safe_psql('postgres', qq{
 	SELECT string_agg(DISTINCT record_type, ',' ORDER BY record_type)
 	FROM pg_get_wal_records_info_till_end_of_wal('$redo')
