@@ -277,15 +277,31 @@ sub wait_rebuilt
 		diag($err);
 		return 0;
 	}
-	my $done = $node->poll_query_until($db, "SELECT count(*) $REBUILDING_FROM", '0');
+	# poll; an ERROR other than a recovery conflict ends the wait at once
+	# (it would not go away: a pool that cannot be loaded, say)
+	my $done = 0;
+	my $q = "SELECT count(*) $REBUILDING_FROM";
+	my $polls = 10 * $PostgreSQL::Test::Utils::timeout_default;
+	for (my $i = 0; $i < $polls; $i++)
+	{
+		($ret, $out, $err) = $node->psql($db, $q);
+		if ($ret == 0 && $out eq '0')
+		{
+			$done = 1;
+			last;
+		}
+		last if $ret != 0 && $err !~ /conflict with recovery/;
+		usleep(100_000);
+	}
 	ok($done, "$label: the rebuild of every pmhash index ends")
-	  or diag('still rebuilding: ' . ($node->psql($db,
+	  or diag($ret != 0 ? "error: $err" : 'still rebuilding: ' . ($node->psql($db,
 		"SELECT string_agg(c.relname || ' ' || r.blocks_done || '/' || r.blocks_total, ', ') $REBUILDING_FROM"))[1]);
 	for my $i (@indexes)
 	{
-		is($node->safe_psql($db,
-			"SELECT rebuilding FROM pmhash_rebuild_progress('$i'::regclass)"),
-			'f', "$label: $i is not being rebuilt");
+		($ret, $out, $err) = $node->psql($db,
+			"SELECT rebuilding FROM pmhash_rebuild_progress('$i'::regclass)");
+		ok($ret == 0 && $out eq 'f', "$label: $i is not being rebuilt")
+		  or diag("rebuilding: $out; error: $err");
 	}
 	return $done;
 }
