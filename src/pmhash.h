@@ -419,6 +419,8 @@ extern void pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 extern bool pmhashgettuple(IndexScanDesc scan, ScanDirection dir);
 extern int64 pmhashgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void pmhashendscan(IndexScanDesc scan);
+extern int	pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags,
+							   int max);
 extern BlockNumber pmhash_heap_length_hint(Relation heap);
 extern bool pmhash_heap_has_block(Relation heap, BlockNumber *nblocks,
 								  BlockNumber blk);
@@ -493,6 +495,7 @@ extern bool pmhash_backend_attached(void);
 extern uint64 pmhash_next_generation(void);
 extern bool pmhash_known_unusable(Relation index);
 extern void pmhash_set_rebuild(PmhashShared *shared, bool on);
+extern bool pmhash_shared_ready(const PmhashKey *key);
 extern uint32 pmhash_rebuilds_pending(void);
 extern bool pmhash_known_rebuilding(Relation index);
 
@@ -551,6 +554,7 @@ extern void pmhash_log_forget_storage(const PmhashKey *key);
 extern bool pmhash_log_append_unattached(Relation index, uint64 hash,
 										 ItemPointer tid);
 extern void pmhash_log_flush_all(bool for_parallel);
+extern void pmhash_log_wal_all(void);
 extern void pmhash_log_xact_end(void);
 extern void pmhash_log_subxact_commit(SubTransactionId mysub,
 									  SubTransactionId parentsub);

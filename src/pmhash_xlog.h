@@ -67,6 +67,13 @@ typedef struct xl_pmhash_entries
 #define PMHASH_XLOG_ENTRY_BYTES	(sizeof(uint64) + sizeof(uint32) + sizeof(uint16))
 #define PMHASH_XLOG_TID_BYTES	(sizeof(uint32) + sizeof(uint16))
 
+/*
+ * A transaction's flushed entries of one index wait for the WAL until this
+ * many have gathered (or it commits or prepares): one record per 256
+ * entries instead of one per flush of 16.
+ */
+#define PMHASH_XLOG_BATCH		256
+
 typedef struct xl_pmhash_delete
 {
 	xl_pmhash_pool pool;
@@ -95,6 +102,9 @@ typedef struct xl_pmhash_db
 extern void pmhash_rmgr_register(void);
 extern bool pmhash_xlog_wanted(Relation index);
 extern void pmhash_xlog_create(Relation index, uint64 pool_id, bool build);
+extern void pmhash_xlog_insert_key(const PmhashKey *key, uint64 pool_id,
+								   const uint64 *hashes,
+								   const ItemPointerData *tids, int n);
 extern void pmhash_xlog_insert(Relation index, uint64 pool_id,
 							   const uint64 *hashes, const ItemPointerData *tids,
 							   int n);

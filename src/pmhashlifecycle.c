@@ -110,6 +110,8 @@ pmhash_adopt_pool(Relation index, const PmhashKey *key)
 			continue;
 		if (pmhash_pool_read_header(&from, &hdr) && hdr.pool_id == meta.pool_id)
 		{
+			/* what a standby needs of the source comes before the copy */
+			pmhash_log_wal_all();
 			pmhash_pool_copy(RelationGetRelationName(index), &from, key);
 			pmhash_xlog_copy(&from, key);
 			found = true;
@@ -228,12 +230,14 @@ pmhash_xact_callback(XactEvent event, void *arg)
 			pmhash_pre_commit();
 			/* the collecting logs reach the pool before the commit record */
 			pmhash_log_flush_all(false);
+			pmhash_log_wal_all();
 			/* allocate now what the commit callback needs: no ERROR there */
 			pmhash_backend_init();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			pmhash_pre_prepare();
 			pmhash_log_flush_all(false);
+			pmhash_log_wal_all();
 			break;
 		case XACT_EVENT_COMMIT:
 			pmhash_log_xact_end();

@@ -29,6 +29,8 @@
  */
 #include "postgres.h"
 
+#include <signal.h>
+
 #include "access/relation.h"
 #include "access/table.h"
 #include "access/tableam.h"
@@ -123,6 +125,10 @@ pmhash_rebuild_index(Relation index)
 	memset(&rs, 0, sizeof(rs));
 	pmhash_attach(index, LW_EXCLUSIVE, &rs.idx);
 	shared = rs.idx.shared;
+	/* a worker that died (FATAL) without giving its claim back */
+	if (shared->rebuild_pid != 0 && shared->rebuild_pid != MyProcPid &&
+		kill(shared->rebuild_pid, 0) != 0 && errno == ESRCH)
+		shared->rebuild_pid = 0;
 	if (!shared->rebuild || shared->rebuild_pid != 0)
 	{
 		pmhash_detach(&rs.idx);

@@ -33,7 +33,8 @@
  * connections; redo goes on into it meanwhile.  A record that cannot be
  * applied (out of disk, out of pmhash shared memory) is reported, its pool
  * marked for a rebuild, and recovery goes on: an ERROR here would stop
- * the server.
+ * the server.  The storage's records are then skipped until its pool is
+ * loaded again (pmhash_redo_skip).
  *
  *-------------------------------------------------------------------------
  */
@@ -66,6 +67,46 @@ typedef struct PmhashRedoVacuum
 } PmhashRedoVacuum;
 
 static HTAB *pmhash_redo_vacuums = NULL;
+
+/*
+ * The storages whose redo failed: their records are skipped until someone
+ * (the rebuild worker, a query) loads the storage again, which replaces
+ * the pool by an empty one to rebuild; from then on redo applies to it.
+ * The heap scan of the rebuild starts after that load, so what was
+ * skipped before is in the heap it reads.
+ */
+static HTAB *pmhash_redo_failed = NULL;
+
+/* should redo skip records of this storage (its redo failed)? */
+static bool
+pmhash_redo_skip(const PmhashKey *key)
+{
+	if (pmhash_redo_failed == NULL ||
+		hash_search(pmhash_redo_failed, key, HASH_FIND, NULL) == NULL)
+		return false;
+	if (!pmhash_shared_ready(key))
+		return true;
+	hash_search(pmhash_redo_failed, key, HASH_REMOVE, NULL);
+	return false;
+}
+
+/* remember that redo of a storage failed */
+static void
+pmhash_redo_note_failure(const PmhashKey *key)
+{
+	if (pmhash_redo_failed == NULL)
+	{
+		HASHCTL		info;
+
+		memset(&info, 0, sizeof(info));
+		info.keysize = sizeof(PmhashKey);
+		info.entrysize = sizeof(PmhashKey);
+		info.hcxt = TopMemoryContext;
+		pmhash_redo_failed = hash_create("pmhash redo failures", 16, &info,
+										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	}
+	(void) hash_search(pmhash_redo_failed, key, HASH_ENTER, NULL);
+}
 
 /* the storage key a record names */
 static void
@@ -104,6 +145,8 @@ pmhash_redo_create(const xl_pmhash_pool *xlp)
 	PmhashIndex idx;
 
 	pmhash_redo_key(xlp, &key);
+	if (pmhash_redo_failed != NULL)
+		hash_search(pmhash_redo_failed, &key, HASH_REMOVE, NULL);
 	if (pmhash_pool_read_header(&key, &hdr) && hdr.pool_id == xlp->pool_id &&
 		!pmhash_pool_needs_rebuild(&key))
 		return;					/* replayed before: keep what it holds */
@@ -121,7 +164,79 @@ pmhash_redo_create(const xl_pmhash_pool *xlp)
 	FreeFakeRelcacheEntry(rel);
 }
 
-/* redo of INSERT */
+/* does the index hold (hash, tid) already (index lock shared)? */
+static bool
+pmhash_redo_present(PmhashIndex *idx, uint64 hash, uint64 tag)
+{
+	uint64		buf[PMH_DBUCKET_SLOTS];
+	uint64	   *tags = buf;
+	int			max = PMH_DBUCKET_SLOTS;
+	int			n;
+	int			i;
+	bool		found = false;
+
+	while ((n = pmhash_lookup_hash(idx, hash, tags, max)) > max)
+	{
+		max = n;
+		tags = (tags == buf) ? palloc(sizeof(uint64) * max) :
+			repalloc(tags, sizeof(uint64) * max);
+	}
+	for (i = 0; i < n && !found; i++)
+		found = tags[i] == tag;
+	if (tags != buf)
+		pfree(tags);
+	return found;
+}
+
+/*
+ * Store entries that the index does not hold yet the way a collecting log
+ * does: into this process's backup-log line (one persist for up to 16),
+ * then into their D-buckets, whose full lines relocation persists whole.
+ * Only the startup process writes to a trusted pool during recovery, so
+ * an entry found absent stays absent until it is written.
+ */
+static void
+pmhash_redo_insert_logged(PmhashIndex *idx, const uint64 *hashes,
+						  const ItemPointerData *tids, int n)
+{
+	PmhEntry	entries[PMH_BUCKET_SLOTS];
+	int			i = 0;
+
+	while (i < n)
+	{
+		int			room = pmhash_log_room(idx->shared, idx->local);
+		int			k = 0;
+		uint32		line;
+		int			first;
+
+		for (; i < n && k < room; i++)
+		{
+			uint64		tag = pmh_tag_make(hashes[i],
+										   ItemPointerGetBlockNumber(&tids[i]),
+										   ItemPointerGetOffsetNumber(&tids[i]));
+
+			if (pmhash_redo_present(idx, hashes[i], tag))
+				continue;
+			entries[k].hash = hashes[i];
+			entries[k].tag = tag;
+			k++;
+		}
+		if (k == 0)
+			continue;
+		pmhash_log_write(idx, entries, k, &line, &first);
+		pmhash_log_place_written(idx, entries, k, line, first);
+	}
+}
+
+/*
+ * Redo of INSERT.  A pool that is being rebuilt from the heap, or filled
+ * by the redo of a build, is not persisted entry by entry: a crash makes
+ * it start over anyway, and its rebuild (or BUILD_END) persists it whole,
+ * writes of this process included.  There the entries go straight into
+ * their segments (the rebuild worker stores into them at the same time;
+ * pmhash_insert_entry_checked looks under the segment lock).  Elsewhere
+ * they take the backup log, as on the primary.
+ */
 static void
 pmhash_redo_insert(XLogReaderState *record)
 {
@@ -130,25 +245,52 @@ pmhash_redo_insert(XLogReaderState *record)
 	PmhashKey	key;
 	Relation	rel;
 	PmhashIndex idx;
+	uint64	   *hashes;
+	ItemPointerData *tids;
 	uint32		i;
 
 	pmhash_redo_key(&xle->pool, &key);
+	if (pmhash_redo_skip(&key))
+		return;
+	hashes = palloc(sizeof(uint64) * Max(xle->nentries, 1));
+	tids = palloc(sizeof(ItemPointerData) * Max(xle->nentries, 1));
+	for (i = 0; i < xle->nentries; i++)
+	{
+		uint32		block;
+		uint16		offset;
+
+		memcpy(&hashes[i], p, sizeof(uint64));
+		memcpy(&block, p + sizeof(uint64), sizeof(uint32));
+		memcpy(&offset, p + sizeof(uint64) + sizeof(uint32), sizeof(uint16));
+		p += PMHASH_XLOG_ENTRY_BYTES;
+		ItemPointerSet(&tids[i], block, offset);
+	}
+
 	rel = pmhash_redo_rel(&key);
 	if (pmhash_attach_redo(rel, xle->pool.pool_id, LW_SHARED, &idx))
 	{
-		for (i = 0; i < xle->nentries; i++)
-		{
-			uint64		hash;
-			uint32		block;
-			uint16		offset;
-			ItemPointerData tid;
+		PmhPool    *pool = &idx.local->pool;
 
-			memcpy(&hash, p, sizeof(uint64));
-			memcpy(&block, p + sizeof(uint64), sizeof(uint32));
-			memcpy(&offset, p + sizeof(uint64) + sizeof(uint32), sizeof(uint16));
-			p += PMHASH_XLOG_ENTRY_BYTES;
-			ItemPointerSet(&tid, block, offset);
-			(void) pmhash_insert_entry_checked(&idx, hash, &tid, true);
+		if (idx.shared->rebuild ||
+			(pmh_pool_state(pool)->flags & PMH_STATE_WALBUILD))
+		{
+			int			save = pool->no_persist;
+
+			pool->no_persist = 1;
+			for (i = 0; i < xle->nentries; i++)
+				(void) pmhash_insert_entry_checked(&idx, hashes[i], &tids[i],
+												   true);
+			idx.local->pool.no_persist = save;
+		}
+		else
+		{
+			int			done;
+
+			/* the log takes at most a line per write */
+			for (done = 0; done < (int) xle->nentries; done += PMH_BUCKET_SLOTS)
+				pmhash_redo_insert_logged(&idx, hashes + done, tids + done,
+										  Min(PMH_BUCKET_SLOTS,
+											  (int) xle->nentries - done));
 		}
 		pmhash_detach(&idx);
 	}
@@ -208,6 +350,8 @@ pmhash_redo_delete(XLogReaderState *record)
 	}
 
 	pmhash_redo_key(&xld->pool, &key);
+	if (pmhash_redo_skip(&key))
+		return;
 	rel = pmhash_redo_rel(&key);
 	if (pmhash_attach_redo(rel, xld->pool.pool_id, LW_SHARED, &idx))
 	{
@@ -254,6 +398,8 @@ pmhash_redo_drop(const xl_pmhash_pool *xlp)
 	pmhash_redo_key(xlp, &key);
 	if (pmhash_redo_vacuums != NULL)
 		hash_search(pmhash_redo_vacuums, &key, HASH_REMOVE, NULL);
+	if (pmhash_redo_failed != NULL)
+		hash_search(pmhash_redo_failed, &key, HASH_REMOVE, NULL);
 	pmhash_backend_init();
 	pmhash_forget(&key);
 	(void) pmhash_pool_unlink(&key);
@@ -364,6 +510,7 @@ pmhash_redo(XLogReaderState *record)
 							(xl_pmhash_pool *) XLogRecGetData(record), &key);
 			pmhash_forget(&key);
 			pmhash_pool_mark_rebuild(&key);
+			pmhash_redo_note_failure(&key);
 		}
 	}
 	PG_END_TRY();

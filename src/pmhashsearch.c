@@ -341,7 +341,7 @@ pmhash_add_own(PmhashIndex *idx, uint64 hash, uint64 *tags, int n, int max)
  * max.  The segment is read without its lock first, and again under it
  * only if a writer got in the way (pmhash_lookup_optimistic).
  */
-static int
+int
 pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
 {
 	uint32		segno = pmhash_lookup_segment(idx, hash);

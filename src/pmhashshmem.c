@@ -526,6 +526,22 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	return shared;
 }
 
+/* does the storage have loaded shared state (someone attached since)? */
+bool
+pmhash_shared_ready(const PmhashKey *key)
+{
+	PmhashShared *shared;
+	bool		ready;
+
+	if (pmhash_ctl == NULL)
+		return false;
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
+	ready = shared != NULL && shared->state == PMHASH_STATE_READY;
+	LWLockRelease(pmhash_htab_lock);
+	return ready;
+}
+
 /*
  * Mark an index storage's pool as awaiting (or done with) a rebuild from
  * its heap.  Takes the hash-table lock; the caller may hold the index
@@ -568,8 +584,14 @@ pmhash_known_rebuilding(Relation index)
 	bool		known = false;
 	bool		rebuilding = false;
 
+	PmhashLocal *local;
+
 	if (pmhash_ctl == NULL)
 		return false;
+	/* the usual case: this backend used the index before (no lock) */
+	if (pmhash_attached_before(index, &shared, &local) &&
+		shared->state == PMHASH_STATE_READY)
+		return shared->rebuild;
 	pmhash_key_for_rel(index, &key);
 	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
 	shared = hash_search(pmhash_htab, &key, HASH_FIND, NULL);

@@ -41,17 +41,30 @@ typedef struct PmhashXactEntry
 	bool		unsettled;		/* appended while upserts ran: see below */
 } PmhashXactEntry;
 
-/* the collecting log of one index storage in the current transaction */
+/*
+ * The collecting log of one index storage in the current transaction, and
+ * its flushed entries that wait for the WAL (for an index that needs WAL):
+ * a standby needs them before the commit record, not at each flush, so
+ * they go into the WAL PMHASH_XLOG_BATCH at a time, and at PRE_COMMIT and
+ * PRE_PREPARE (pmhash_log_wal_all).  An aborted transaction's never do:
+ * they are dead entries, which VACUUM removes on the primary, and a
+ * standby never had.
+ */
 typedef struct PmhashXactLog
 {
 	PmhashKey	key;
 	Oid			indexoid;
 	int			n;
 	PmhashXactEntry e[PMH_BUCKET_SLOTS];
+	uint64		wal_pool_id;	/* the pool the waiting entries went to */
+	int			nwal;
+	uint64		wal_hashes[PMHASH_XLOG_BATCH];
+	ItemPointerData wal_tids[PMHASH_XLOG_BATCH];
 } PmhashXactLog;
 
 static HTAB *pmhash_xact_logs = NULL;
 static int	pmhash_xact_unflushed = 0;	/* entries in all collecting logs */
+static int	pmhash_xact_unlogged = 0;	/* flushed entries waiting for WAL */
 
 /*
  * Has this transaction run INSERT ... ON CONFLICT?  Such an insert can
@@ -71,6 +84,18 @@ static bool pmhash_xact_upserts = false;
  * they are until transaction end removes them all, which clears this.
  */
 static PmhashXactLog *pmhash_xact_last = NULL;
+
+/* put a log's flushed entries that wait for the WAL into it */
+static void
+pmhash_log_wal(PmhashXactLog *xl)
+{
+	if (xl->nwal == 0)
+		return;
+	pmhash_xlog_insert_key(&xl->key, xl->wal_pool_id, xl->wal_hashes,
+						   xl->wal_tids, xl->nwal);
+	pmhash_xact_unlogged -= xl->nwal;
+	xl->nwal = 0;
+}
 
 /*
  * Write a collecting log to the backup log (one persist, one fence), then
@@ -92,15 +117,16 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 	if (pmhash_xlog_wanted(idx->rel))
 	{
 		/* a standby needs the entries before the commit record too */
-		uint64		hashes[PMH_BUCKET_SLOTS];
-		ItemPointerData tids[PMH_BUCKET_SLOTS];
-
+		if (xl->nwal > 0 && (xl->nwal + n > PMHASH_XLOG_BATCH ||
+							 xl->wal_pool_id != idx->shared->pool_id))
+			pmhash_log_wal(xl);
+		xl->wal_pool_id = idx->shared->pool_id;
 		for (i = 0; i < n; i++)
 		{
-			hashes[i] = xl->e[i].hash;
-			tids[i] = xl->e[i].tid;
+			xl->wal_hashes[xl->nwal] = xl->e[i].hash;
+			xl->wal_tids[xl->nwal++] = xl->e[i].tid;
 		}
-		pmhash_xlog_insert(idx->rel, idx->shared->pool_id, hashes, tids, n);
+		pmhash_xact_unlogged += n;
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -144,6 +170,7 @@ pmhash_xact_log(const PmhashKey *key, Oid indexoid, bool create)
 	{
 		xl->indexoid = indexoid;
 		xl->n = 0;
+		xl->nwal = 0;
 	}
 	if (xl != NULL)
 		pmhash_xact_last = xl;
@@ -350,13 +377,16 @@ pmhash_log_forget_storage(const PmhashKey *key)
 {
 	PmhashXactLog *xl;
 
-	if (pmhash_xact_unflushed == 0)
+	if (pmhash_xact_unflushed == 0 && pmhash_xact_unlogged == 0)
 		return;
 	xl = pmhash_xact_log(key, InvalidOid, false);
 	if (xl == NULL)
 		return;
 	pmhash_xact_unflushed -= xl->n;
 	xl->n = 0;
+	/* the storage's earlier pool is gone: so is what a standby needed */
+	pmhash_xact_unlogged -= xl->nwal;
+	xl->nwal = 0;
 }
 
 /* are there entries in collecting logs? */
@@ -433,6 +463,25 @@ pmhash_log_xact_end(void)
 	while ((xl = hash_seq_search(&status)) != NULL)
 		(void) hash_search(pmhash_xact_logs, &xl->key, HASH_REMOVE, NULL);
 	pmhash_xact_unflushed = 0;
+	pmhash_xact_unlogged = 0;
+}
+
+/*
+ * Put every flushed entry that waits for the WAL into it: at PRE_COMMIT
+ * and PRE_PREPARE, after the last flush, so before the commit (or
+ * PREPARE) record.
+ */
+void
+pmhash_log_wal_all(void)
+{
+	HASH_SEQ_STATUS status;
+	PmhashXactLog *xl;
+
+	if (pmhash_xact_unlogged == 0 || pmhash_xact_logs == NULL)
+		return;
+	hash_seq_init(&status, pmhash_xact_logs);
+	while ((xl = hash_seq_search(&status)) != NULL)
+		pmhash_log_wal(xl);
 }
 
 /* subtransaction commit: its entries now belong to the parent */

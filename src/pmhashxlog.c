@@ -8,9 +8,10 @@
  * storage created in the same transaction under wal_level = minimal):
  *
  *	CREATE		ambuild made a new pool for a storage (before its entries)
- *	INSERT		a collecting log's entries, before they are written to the
- *				backup log (so before the commit record), and a build's
- *				entries, a batch at a time
+ *	INSERT		a transaction's entries, gathered over its collecting-log
+ *				flushes (up to PMHASH_XLOG_BATCH) and logged when that
+ *				many wait, and at PRE_COMMIT and PRE_PREPARE: before the
+ *				commit record; and a build's entries, a batch at a time
  *	BUILD_END	a build logged all its entries
  *	DELETE		the dead TIDs VACUUM removed from one range of hashes,
  *				before the deletions are persisted
@@ -90,21 +91,27 @@ pmhash_xlog_create(Relation index, uint64 pool_id, bool build)
 	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_CREATE);
 }
 
-/* INSERT: n entries, packed (hash, block, offset) */
+/* INSERT: n entries of a storage, packed (hash, block, offset) */
 void
-pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
-				   const ItemPointerData *tids, int n)
+pmhash_xlog_insert_key(const PmhashKey *key, uint64 pool_id,
+					   const uint64 *hashes, const ItemPointerData *tids, int n)
 {
 	xl_pmhash_entries xle;
+	char		local[PMHASH_XLOG_ENTRY_BYTES * 32];
 	char	   *buf;
 	char	   *p;
 	int			i;
 
 	if (n <= 0)
 		return;
-	pmhash_xlog_pool(index, pool_id, 0, &xle.pool);
+	memset(&xle, 0, sizeof(xle));
+	xle.pool.dbid = key->dbid;
+	xle.pool.spcid = key->spcid;
+	xle.pool.relnode = key->relnode;
+	xle.pool.pool_id = pool_id;
 	xle.nentries = (uint32) n;
-	p = buf = palloc(PMHASH_XLOG_ENTRY_BYTES * n);
+	/* a build batch (32) fits on the stack */
+	p = buf = (n <= 32) ? local : palloc(PMHASH_XLOG_ENTRY_BYTES * n);
 	for (i = 0; i < n; i++)
 	{
 		uint32		block = ItemPointerGetBlockNumber(&tids[i]);
@@ -119,7 +126,19 @@ pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
 	XLogRegisterData((char *) &xle, SizeOfPmhashEntries);
 	XLogRegisterData(buf, PMHASH_XLOG_ENTRY_BYTES * n);
 	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_INSERT);
-	pfree(buf);
+	if (buf != local)
+		pfree(buf);
+}
+
+/* INSERT: n entries of an index's current storage */
+void
+pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
+				   const ItemPointerData *tids, int n)
+{
+	PmhashKey	key;
+
+	pmhash_key_for_rel(index, &key);
+	pmhash_xlog_insert_key(&key, pool_id, hashes, tids, n);
 }
 
 /* DELETE: the dead TIDs removed from the hashes lo..hi, sorted */

@@ -928,5 +928,28 @@ test_pool_state(void)
 	CHECK(pmh_pool_state_init(&tp.pool, 7) == 0);
 	CHECK(pmh_pool_note_crashes(&tp.pool, 7, &stale) == 0);
 	CHECK(!stale);
+
+	/*
+	 * A pool being rebuilt counts as stale, and stays stale once rebuilt
+	 * (the rebuild sets STALE as it clears REBUILD); setting and clearing
+	 * are persisted, and leave the other flags alone.
+	 */
+	{
+		uint64		persists = tp.pool.stats.persists;
+
+		CHECK(pmh_pool_state_set(&tp.pool, PMH_STATE_REBUILD, 0) == 0);
+		CHECK(tp.pool.stats.persists == persists + 1);
+		CHECK(ps->flags == (PMH_STATE_KEPT | PMH_STATE_REBUILD));
+		CHECK(pmh_pool_note_crashes(&tp.pool, 7, &stale) == 0);
+		CHECK(stale);
+		CHECK(pmh_pool_state_set(&tp.pool, PMH_STATE_STALE,
+								 PMH_STATE_REBUILD) == 0);
+		CHECK(ps->flags == (PMH_STATE_KEPT | PMH_STATE_STALE));
+		CHECK(pmh_pool_note_crashes(&tp.pool, 7, &stale) == 0);
+		CHECK(stale && ps->crash_count == 7);
+		CHECK(pmh_pool_state_set(&tp.pool, PMH_STATE_WALBUILD, 0) == 0);
+		CHECK(pmh_pool_state_set(&tp.pool, 0, PMH_STATE_WALBUILD) == 0);
+		CHECK(ps->flags == (PMH_STATE_KEPT | PMH_STATE_STALE));
+	}
 	tpool_close(&tp);
 }
