@@ -371,7 +371,8 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 
 /*
  * Remove this database's orphan pools: pools whose index storage has no
- * relation file.  A crash between a DROP's commit and the removal of its
+ * relation file (neither its main fork nor, for an unlogged index on a
+ * standby, its init fork).  A crash between a DROP's commit and the removal of its
  * pool leaves one; so does, on a standby, a primary that crashed before it
  * logged the removal, or a point-in-time recovery that stopped right
  * after the commit.  A pool is made after its storage's file (ambuild,
@@ -412,6 +413,13 @@ pmhash_sweep_orphans(void)
 		relpath = relpathperm(rnode, MAIN_FORKNUM);
 		orphan = stat(relpath, &st) != 0 && errno == ENOENT;
 		pfree(relpath);
+		if (orphan)
+		{
+			/* a standby has only the init fork of an unlogged index */
+			relpath = relpathperm(rnode, INIT_FORKNUM);
+			orphan = stat(relpath, &st) != 0 && errno == ENOENT;
+			pfree(relpath);
+		}
 		if (!orphan)
 			continue;
 		memset(&key, 0, sizeof(key));

@@ -226,7 +226,10 @@ pmhash_prewarm_launcher_main(Datum arg)
 	proc_exit(0);
 }
 
-/* the OIDs of the database's pmhash indexes (not on temporary tables) */
+/*
+ * The OIDs of the database's pmhash indexes (not on temporary tables, nor,
+ * during recovery, unlogged ones).
+ */
 static List *
 pmhash_prewarm_indexes(Oid amoid)
 {
@@ -241,8 +244,11 @@ pmhash_prewarm_indexes(Oid amoid)
 	{
 		Form_pg_class c = (Form_pg_class) GETSTRUCT(tup);
 
+		/* during recovery an unlogged index has no main fork to read */
 		if (c->relkind == RELKIND_INDEX && c->relam == amoid &&
-			c->relpersistence != RELPERSISTENCE_TEMP)
+			c->relpersistence != RELPERSISTENCE_TEMP &&
+			!(c->relpersistence == RELPERSISTENCE_UNLOGGED &&
+			  RecoveryInProgress()))
 			oids = lappend_oid(oids, c->oid);
 	}
 	table_endscan(scan);
