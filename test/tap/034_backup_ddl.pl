@@ -20,7 +20,8 @@
 # Each must end with every pmhash index usable and agreeing with its heap
 # per key (forced index and bitmap scans against a seqscan; pmhash_check()
 # empty) with no manual step, and with exactly the pool files of its pmhash
-# indexes: no pool of a dropped storage left behind.
+# indexes: no pool of a dropped storage left behind.  An unlogged table's
+# pmhash index comes back empty, like its table, and works.
 
 use strict;
 use warnings;
@@ -50,6 +51,9 @@ $primary->safe_psql('postgres', q{
 	CREATE TABLE u (k int4);
 	INSERT INTO u SELECT g % 500 FROM generate_series(1, 5000) g;
 	CREATE INDEX u_k ON u USING pmhash (k);
+	CREATE UNLOGGED TABLE ul (k int4);
+	INSERT INTO ul SELECT g % 100 FROM generate_series(1, 2000) g;
+	CREATE INDEX ul_k ON ul USING pmhash (k);
 	ANALYZE;
 });
 
@@ -136,6 +140,21 @@ sub check
 	return;
 }
 
+# an unlogged table comes back empty from a backup (its init fork): so
+# must its pmhash index, and then work
+sub check_unlogged
+{
+	my ($node, $label) = @_;
+	is(seq_count($node, 'ul', 'true'), '0', "$label: the unlogged table is empty");
+	is(forced_count($node, 'ul', 'k = 3'), '0', "$label: its pmhash index finds nothing");
+	is($node->safe_psql('postgres', q{SELECT entries FROM pmhash_stats('ul_k')}),
+		'0', "$label: its pmhash index is empty");
+	$node->safe_psql('postgres', q{INSERT INTO ul SELECT 3 FROM generate_series(1, 50)});
+	is(forced_count($node, 'ul', 'k = 3'), '50', "$label: the unlogged index finds new rows");
+	plans_agree($node, "$label, ul_k", table => 'ul', hi => 10, min_keys => 1);
+	return;
+}
+
 check($primary, 'primary');
 
 # ------------------------------------------------------------------------
@@ -147,6 +166,7 @@ $clone->start;
 is($clone->safe_psql('postgres', 'SELECT count(*) FROM t'), '12000',
 	'the clone has the rows of the end of the backup');
 check($clone, 'clone');
+check_unlogged($clone, 'clone');
 my ($ret, $out, $err) = $clone->psql('postgres', q{
 	INSERT INTO t SELECT g, g % 500, g % 400, g % 300 FROM generate_series(1, 1000) g;
 	INSERT INTO u SELECT g % 500 FROM generate_series(1, 1000) g});
@@ -181,6 +201,7 @@ $primary->wait_for_catchup($standby);
 $standby->promote;
 $standby->poll_query_until('postgres', 'SELECT NOT pg_is_in_recovery()');
 check($standby, 'promoted standby', $open_pool);
+check_unlogged($standby, 'promoted standby');
 $standby->restart;
 check($standby, 'promoted standby after a restart', $open_pool);
 $open->quit;
