@@ -452,6 +452,7 @@ extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
 extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
 extern void pmhash_pool_dir_init(void);
 extern uint64 pmhash_crash_count;
+extern bool pmhash_started_from_backup;
 extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
@@ -488,6 +489,7 @@ extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
 extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
 							   size_t size);
 extern void pmhash_forget(const PmhashKey *key);
+extern void pmhash_reset_for_rebuild(const PmhashKey *key);
 extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
@@ -542,7 +544,7 @@ extern bool pmhash_prewarm;
 extern void pmhash_prewarm_register(void);
 
 /* pmhashrebuild.c */
-extern bool pmhash_rebuild_index(Relation index);
+extern bool pmhash_rebuild(Oid indexoid);
 
 /* pmhashxact.c: collecting logs */
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,

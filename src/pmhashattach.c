@@ -93,10 +93,11 @@ pmhash_load_context(void *arg)
 /*
  * Open the pool of the index being loaded.  Returns false when it must be
  * replaced by an empty pool and rebuilt from the heap: its contents cannot
- * be trusted (pmhash_pool_open), or, during recovery, it is missing or
- * unusable -- a standby cannot REINDEX, and its pools come from a base
- * backup or from redo.  On a primary a missing or corrupt pool stays an
- * ERROR with a REINDEX hint.
+ * be trusted (pmhash_pool_open), or, during recovery or in a server started
+ * from a base backup, it is missing or unusable -- a standby cannot
+ * REINDEX, and its pools come from a base backup (which may not have
+ * copied them whole) or from redo.  Otherwise a missing or corrupt pool
+ * stays an ERROR with a REINDEX hint.
  */
 static bool
 pmhash_open_or_rebuild(PmhashIndex *idx, uint64 pool_id, PmhPoolHeader *hdr)
@@ -104,7 +105,7 @@ pmhash_open_or_rebuild(PmhashIndex *idx, uint64 pool_id, PmhPoolHeader *hdr)
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		trusted = false;
 
-	if (!RecoveryInProgress())
+	if (!RecoveryInProgress() && !pmhash_started_from_backup)
 		trusted = pmhash_pool_open(idx->rel, &idx->shared->key, pool_id,
 								   idx->local, hdr);
 	else
@@ -213,6 +214,19 @@ pmhash_load(PmhashIndex *idx)
 							  &shared->stale) != 0)
 		pmhash_report_io_error(rel, "persist the state of");
 
+	/*
+	 * A pool loaded during recovery may have been a primary's: one that
+	 * wrote entries of transactions it then aborted or lost, which no WAL
+	 * record of the new history ever deletes.  Treat them as the entries
+	 * of lost inserts after a crash (see "The TID-reuse hazard").
+	 */
+	if (RecoveryInProgress() && !shared->stale)
+	{
+		if (pmh_pool_state_set(&local->pool, PMH_STATE_STALE, 0) != 0)
+			pmhash_report_io_error(rel, "persist the state of");
+		shared->stale = true;
+	}
+
 	nseg = pmh_pool_nsegments(&local->pool);
 	roles = palloc(sizeof(PmhSegRole) * nseg);
 	owner = palloc(sizeof(uint32) * nseg);
@@ -295,6 +309,20 @@ pmhash_load(PmhashIndex *idx)
 }
 
 /*
+ * Redo persists nothing into a pool that is being rebuilt from the heap or
+ * filled by the redo of a build (see pmhashredo.c): decided under the
+ * index lock, every time redo takes it, since the rebuild ends under it.
+ */
+static void
+pmhash_redo_persist_mode(PmhashIndex *idx)
+{
+	PmhPool    *pool = &idx->local->pool;
+
+	pool->no_persist = (idx->shared->rebuild ||
+						(pmh_pool_state(pool)->flags & PMH_STATE_WALBUILD) != 0);
+}
+
+/*
  * With the index lock held in mode: load the index's shared state from its
  * pool if that has not been done, and make this backend's mapping current.
  * A failure that says the pool itself is unusable marks the index for the
@@ -311,6 +339,8 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 	if (likely(pmhash_ready_here(shared, idx->local)))
 	{
 		pmhash_check_local(idx);
+		if (unlikely(idx->redo_pool_id != 0))
+			pmhash_redo_persist_mode(idx);
 		return;
 	}
 
@@ -370,6 +400,8 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 
 	if (unlikely(shared->unusable))
 		pmhash_set_unusable(shared, NULL);
+	if (unlikely(idx->redo_pool_id != 0))
+		pmhash_redo_persist_mode(idx);
 }
 
 /* fill in the parts of an attached-index handle */
@@ -535,6 +567,9 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	pmhash_pool_close(local);
 	if (shared->unusable)
 		pmhash_set_unusable(shared, NULL);
+	/* a new pool: whatever rebuild the old one awaited is moot */
+	if (shared->rebuild)
+		pmhash_set_rebuild(shared, false);
 	shared->generation = pmhash_next_generation();
 	shared->indexoid = RelationGetRelid(index);
 	shared->pool_id = pool_id;

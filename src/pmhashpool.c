@@ -113,6 +113,14 @@ static uint32 pmhash_epoch = 0;
 uint64		pmhash_crash_count = 0;
 
 /*
+ * Did the postmaster start this run from a base backup (backup_label)?
+ * Then redo applies pmhash records even without archive recovery, and a
+ * missing pool is rebuilt rather than an error: the backup may not have
+ * copied it.
+ */
+bool		pmhash_started_from_backup = false;
+
+/*
  * Did the server stop without a shutdown checkpoint before this start?
  * Called by the postmaster before the startup process runs, so pg_control
  * still says how the last run ended.  When in doubt, say yes: a crash
@@ -174,6 +182,7 @@ pmhash_epoch_init(bool reinit)
 	{
 		epoch++;
 		dirty = true;
+		pmhash_started_from_backup = true;
 		ereport(LOG,
 				(errmsg("pmhash: starting from a base backup; pools copied with it are rebuilt from their tables (pool epoch %u)",
 						epoch)));
@@ -612,13 +621,13 @@ pmhash_pool_needs_rebuild(const PmhashKey *key)
 	pmhash_pool_path(key, path, sizeof(path));
 	fd = pmhash_open_nofollow(path, &st);
 	if (fd < 0)
-		return RecoveryInProgress();
+		return RecoveryInProgress() || pmhash_started_from_backup;
 	ok = pread(fd, &hdr, sizeof(hdr), 0) == (ssize_t) sizeof(hdr) &&
 		pmh_header_validate(&hdr, (size_t) st.st_size) == PMH_HEADER_OK &&
 		pread(fd, &pst, sizeof(pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(pst);
 	close(fd);
 	if (!ok)
-		return RecoveryInProgress();
+		return RecoveryInProgress() || pmhash_started_from_backup;
 	return hdr.epoch != pmhash_epoch ||
 		(pst.flags & (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) != 0;
 }

@@ -12,8 +12,12 @@
  * refuse it (pmhash_check_complete) and the planner avoids it
  * (pmhash_known_rebuilding).  The rebuild worker then scans the heap as
  * CREATE INDEX does (every tuple not dead to everybody, HOT chains by their
- * root) and stores each entry unless the pool holds it already, so that
- * racing with inserts and redo stores nothing twice.  Its own stores are
+ * root; tuples of running transactions without waiting for them), a chunk
+ * of blocks per transaction, and stores each entry unless the pool holds
+ * it already, so that racing with inserts and redo stores nothing twice.
+ * It is correct because the pool was replaced (loaded) before the scan
+ * began: whatever changed the heap before that is in the heap the scan
+ * reads, whatever after goes into the new pool too.  Its own stores are
  * not persisted one by one: a crash before the end leaves the flag, and
  * the pool is started again from nothing.  At the end the pool is
  * persisted whole, then flagged stale (an entry the scan stored after
@@ -32,6 +36,7 @@
 #include <signal.h>
 
 #include "access/relation.h"
+#include "access/transam.h"
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
@@ -51,9 +56,17 @@
 /* entries the heap scan hands over per lock acquisition */
 #define PMHASH_REBUILD_BATCH	32
 
+/* heap blocks scanned per transaction (32 MB) */
+#define PMHASH_REBUILD_CHUNK	4096
+
 typedef struct PmhashRebuildState
 {
 	PmhashIndex idx;
+	PmhashShared *shared;		/* claimed: the storage's state */
+	PmhashLocal *local;
+	uint64		generation;
+	Oid			heapoid;
+	TransactionId limit_xid;
 	FmgrInfo   *proc;
 	Oid			collation;
 	uint64		hashes[PMHASH_REBUILD_BATCH];
@@ -66,6 +79,7 @@ typedef struct PmhashRebuildState
 static void
 pmhash_rebuild_flush(PmhashRebuildState *rs)
 {
+	BlockNumber done;
 	int			i;
 
 	if (rs->nwaiting == 0)
@@ -75,9 +89,10 @@ pmhash_rebuild_flush(PmhashRebuildState *rs)
 		if (pmhash_insert_entry_checked(&rs->idx, rs->hashes[i], &rs->tids[i],
 										true))
 			rs->stored++;
-	rs->idx.shared->rebuild_blocks_done =
-		ItemPointerGetBlockNumber(&rs->tids[rs->nwaiting - 1]) + 1;
+	done = ItemPointerGetBlockNumber(&rs->tids[rs->nwaiting - 1]) + 1;
+	rs->idx.shared->rebuild_blocks_done = done;
 	pmhash_detach(&rs->idx);
+	pgstat_progress_update_param(PROGRESS_SCAN_BLOCKS_DONE, done);
 	rs->nwaiting = 0;
 }
 
@@ -97,115 +112,218 @@ pmhash_rebuild_callback(Relation index, ItemPointer tid, Datum *values,
 		pmhash_rebuild_flush(rs);
 }
 
-/* give the claim back when the rebuild fails (it is tried again later) */
-static void
-pmhash_rebuild_unclaim(PmhashShared *shared, uint64 generation)
+/*
+ * Is the rebuild of this storage still ours (index lock held)?  A DROP, a
+ * REINDEX or redo of a failure replaced the state, or somebody took over.
+ */
+static bool
+pmhash_rebuild_mine(PmhashShared *shared, uint64 generation)
 {
-	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
-	if (shared->generation == generation && shared->rebuild_pid == MyProcPid)
-		shared->rebuild_pid = 0;
-	LWLockRelease(&shared->lock);
+	return shared->generation == generation && shared->rebuild &&
+		shared->rebuild_pid == MyProcPid;
 }
 
 /*
- * Rebuild the pool of an index that awaits it, in the caller's transaction
- * (which holds AccessShareLock on the index).  Returns false if there was
- * nothing to do (no rebuild due, or another worker has it).
+ * Claim the rebuild of the index's pool, in a transaction of its own.
+ * Returns false if there is nothing to do: the index is gone, no rebuild
+ * is due, or another live worker has it.
  */
-bool
-pmhash_rebuild_index(Relation index)
+static bool
+pmhash_rebuild_claim(Oid indexoid, PmhashRebuildState *rs)
 {
-	PmhashRebuildState rs;
+	Relation	index;
 	Relation	heap;
-	IndexInfo  *indexInfo;
 	PmhashShared *shared;
-	uint64		generation;
-	TransactionId limit_xmin;
+	bool		claimed = false;
 
-	memset(&rs, 0, sizeof(rs));
-	pmhash_attach(index, LW_EXCLUSIVE, &rs.idx);
-	shared = rs.idx.shared;
+	StartTransactionCommand();
+	index = try_relation_open(indexoid, AccessShareLock);
+	if (index == NULL)
+	{
+		CommitTransactionCommand();
+		return false;
+	}
+	pmhash_attach(index, LW_EXCLUSIVE, &rs->idx);
+	shared = rs->idx.shared;
 	/* a worker that died (FATAL) without giving its claim back */
 	if (shared->rebuild_pid != 0 && shared->rebuild_pid != MyProcPid &&
 		kill(shared->rebuild_pid, 0) != 0 && errno == ESRCH)
 		shared->rebuild_pid = 0;
-	if (!shared->rebuild || shared->rebuild_pid != 0)
+	if (shared->rebuild && shared->rebuild_pid == 0)
 	{
-		pmhash_detach(&rs.idx);
-		return false;
+		shared->rebuild_pid = MyProcPid;
+		rs->shared = shared;
+		rs->local = rs->idx.local;
+		rs->generation = shared->generation;
+		claimed = true;
 	}
-	shared->rebuild_pid = MyProcPid;
-	generation = shared->generation;
-	pmhash_detach(&rs.idx);
-
-	PG_TRY();
+	pmhash_detach(&rs->idx);
+	if (claimed)
 	{
 		heap = table_open(index->rd_index->indrelid, AccessShareLock);
-		indexInfo = BuildIndexInfo(index);
-		rs.proc = index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC);
-		rs.collation = index->rd_indcollation[0];
+		rs->heapoid = RelationGetRelid(heap);
+		/* every snapshot older than the scan has an xmin below this */
+		rs->limit_xid = ReadNextTransactionId();
 		shared->rebuild_blocks_total = RelationGetNumberOfBlocks(heap);
 		shared->rebuild_blocks_done = 0;
-		limit_xmin = GetActiveSnapshot()->xmin;
+		table_close(heap, AccessShareLock);
+	}
+	relation_close(index, AccessShareLock);
+	CommitTransactionCommand();
+	return claimed;
+}
 
-		pgstat_progress_start_command(PROGRESS_COMMAND_CREATE_INDEX,
-									  RelationGetRelid(heap));
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_COMMAND,
-									 PROGRESS_CREATEIDX_COMMAND_REINDEX);
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_INDEX_OID,
-									 RelationGetRelid(index));
-		pgstat_progress_update_param(PROGRESS_CREATEIDX_PHASE,
-									 PROGRESS_CREATEIDX_PHASE_BUILD);
+/*
+ * Scan heap blocks start .. start + PMHASH_REBUILD_CHUNK - 1 into the pool,
+ * in a transaction of its own (so that a hot standby's replay conflicts
+ * with one chunk's snapshot at most).  Returns false when there is nothing
+ * left to scan, or the rebuild is no longer ours.
+ */
+static bool
+pmhash_rebuild_chunk(Oid indexoid, PmhashRebuildState *rs, BlockNumber start)
+{
+	Relation	index;
+	Relation	heap;
+	IndexInfo  *indexInfo;
+	BlockNumber nblocks;
+	bool		more = false;
 
-		/*
-		 * The scan warns of every tuple a running transaction inserts or
-		 * deletes ("concurrent insert in progress"): expected here, where
-		 * the table is not locked against writers.
-		 */
-		(void) set_config_option("log_min_messages", "error", PGC_SUSET,
-								 PGC_S_SESSION, GUC_ACTION_LOCAL, true, 0,
-								 false);
-
+	StartTransactionCommand();
+	PushActiveSnapshot(GetTransactionSnapshot());
+	index = try_relation_open(indexoid, AccessShareLock);
+	if (index != NULL)
+	{
+		heap = table_open(index->rd_index->indrelid, AccessShareLock);
+		nblocks = RelationGetNumberOfBlocks(heap);
+		pmhash_attach(index, LW_SHARED, &rs->idx);
+		more = pmhash_rebuild_mine(rs->idx.shared, rs->generation) &&
+			start < nblocks;
 		/* our own stores are persisted once, at the end */
-		pmhash_attach(index, LW_SHARED, &rs.idx);
-		rs.idx.local->pool.no_persist = 1;
-		pmhash_detach(&rs.idx);
-
-		(void) table_index_build_scan(heap, index, indexInfo, false, true,
-									  pmhash_rebuild_callback, &rs, NULL);
-		pmhash_rebuild_flush(&rs);
-
-		/* snapshots from before the scan may need what it left out */
-		WaitForOlderSnapshots(limit_xmin, false);
-
-		pmhash_attach(index, LW_EXCLUSIVE, &rs.idx);
-		if (shared->generation == generation && shared->rebuild_pid == MyProcPid)
+		if (more)
+			rs->idx.local->pool.no_persist = 1;
+		pmhash_detach(&rs->idx);
+		if (more)
 		{
-			PmhPool    *pool = &rs.idx.local->pool;
+			indexInfo = BuildIndexInfo(index);
+			rs->proc = index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC);
+			rs->collation = index->rd_indcollation[0];
+			rs->idx.shared->rebuild_blocks_total = nblocks;
+			pgstat_progress_update_param(PROGRESS_SCAN_BLOCKS_TOTAL, nblocks);
+
+			/*
+			 * anyvisible: index tuples that running transactions insert or
+			 * delete without waiting for them (a standby would wait for
+			 * their replay while it holds a buffer pin replay may need);
+			 * entries too many are dead entries, as after a crash.
+			 */
+			(void) table_index_build_range_scan(heap, index, indexInfo, false,
+												true, false, start,
+												Min(PMHASH_REBUILD_CHUNK,
+													nblocks - start),
+												pmhash_rebuild_callback, rs,
+												NULL);
+			pmhash_rebuild_flush(rs);
+		}
+		table_close(heap, AccessShareLock);
+		relation_close(index, AccessShareLock);
+	}
+	PopActiveSnapshot();
+	CommitTransactionCommand();
+	return more;
+}
+
+/*
+ * Finish a rebuild whose scan is done: wait for the snapshots older than
+ * the scan, persist the pool whole, flag it stale instead of "rebuild",
+ * and let scans use it.
+ */
+static void
+pmhash_rebuild_finish(Oid indexoid, PmhashRebuildState *rs)
+{
+	Relation	index;
+
+	StartTransactionCommand();
+	/* they may need versions a broken HOT chain kept out of the pool */
+	WaitForOlderSnapshots(rs->limit_xid, false);
+	index = try_relation_open(indexoid, AccessShareLock);
+	if (index != NULL)
+	{
+		pmhash_attach(index, LW_EXCLUSIVE, &rs->idx);
+		if (pmhash_rebuild_mine(rs->idx.shared, rs->generation))
+		{
+			PmhPool    *pool = &rs->idx.local->pool;
 
 			pool->no_persist = 0;
 			if (pmh_persist(pool, pool->base + PMH_SEG_OFFSET,
 							pool->mapped_len - PMH_SEG_OFFSET) != 0 ||
 				pmh_pool_state_set(pool, PMH_STATE_STALE, PMH_STATE_REBUILD) != 0)
 				pmhash_report_io_error(index, "persist");
-			shared->stale = true;
-			pmhash_set_rebuild(shared, false);
+			rs->idx.shared->stale = true;
+			pmhash_set_rebuild(rs->idx.shared, false);
+			ereport(LOG,
+					(errmsg("pmhash index \"%s\": pool rebuilt from the table, %.0f entries stored",
+							RelationGetRelationName(index), rs->stored)));
 		}
-		rs.idx.local->pool.no_persist = 0;
-		pmhash_detach(&rs.idx);
-		pgstat_progress_end_command();
-		table_close(heap, AccessShareLock);
+		rs->idx.local->pool.no_persist = 0;
+		pmhash_detach(&rs->idx);
+		relation_close(index, AccessShareLock);
+	}
+	CommitTransactionCommand();
+}
+
+/*
+ * After an ERROR (the caller aborts the transaction): let go of the pmhash
+ * locks, persist our stores again, and give the claim back, so that the
+ * launcher tries again later.
+ */
+static void
+pmhash_rebuild_unclaim(PmhashRebuildState *rs)
+{
+	LWLockReleaseAll();
+	if (rs->shared == NULL)
+		return;
+	rs->local->pool.no_persist = 0;
+	LWLockAcquire(&rs->shared->lock, LW_EXCLUSIVE);
+	if (rs->shared->generation == rs->generation &&
+		rs->shared->rebuild_pid == MyProcPid)
+		rs->shared->rebuild_pid = 0;
+	LWLockRelease(&rs->shared->lock);
+}
+
+/*
+ * Rebuild the pool of an index that awaits it (outside a transaction:
+ * it runs its own).  Returns false if there was nothing to do.  An ERROR
+ * gives the claim back before it propagates; the caller aborts.
+ */
+bool
+pmhash_rebuild(Oid indexoid)
+{
+	PmhashRebuildState rs;
+	BlockNumber start = 0;
+
+	memset(&rs, 0, sizeof(rs));
+	if (!pmhash_rebuild_claim(indexoid, &rs))
+		return false;
+	pgstat_progress_start_command(PROGRESS_COMMAND_CREATE_INDEX, rs.heapoid);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_COMMAND,
+								 PROGRESS_CREATEIDX_COMMAND_REINDEX);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_INDEX_OID, indexoid);
+	pgstat_progress_update_param(PROGRESS_CREATEIDX_PHASE,
+								 PROGRESS_CREATEIDX_PHASE_BUILD);
+	PG_TRY();
+	{
+		while (pmhash_rebuild_chunk(indexoid, &rs, start))
+			start += PMHASH_REBUILD_CHUNK;
+		pmhash_rebuild_finish(indexoid, &rs);
 	}
 	PG_CATCH();
 	{
-		pmhash_rebuild_unclaim(shared, generation);
+		pmhash_rebuild_unclaim(&rs);
+		pgstat_progress_end_command();
 		PG_RE_THROW();
 	}
 	PG_END_TRY();
-
-	ereport(LOG,
-			(errmsg("pmhash index \"%s\": pool rebuilt from the table, %.0f entries stored",
-					RelationGetRelationName(index), rs.stored)));
+	pgstat_progress_end_command();
 	return true;
 }
 

@@ -232,7 +232,10 @@ pmhash_redo_insert_logged(PmhashIndex *idx, const uint64 *hashes,
  * Redo of INSERT.  A pool that is being rebuilt from the heap, or filled
  * by the redo of a build, is not persisted entry by entry: a crash makes
  * it start over anyway, and its rebuild (or BUILD_END) persists it whole,
- * writes of this process included.  There the entries go straight into
+ * writes of this process included.  pmhash_make_ready decides that anew
+ * (no_persist) every time redo takes the index lock, so a rebuild that
+ * ends while redo waits for the lock (a split) is seen before redo writes
+ * again.  There the entries go straight into
  * their segments (the rebuild worker stores into them at the same time;
  * pmhash_insert_entry_checked looks under the segment lock).  Elsewhere
  * they take the backup log, as on the primary.
@@ -271,16 +274,12 @@ pmhash_redo_insert(XLogReaderState *record)
 	{
 		PmhPool    *pool = &idx.local->pool;
 
-		if (idx.shared->rebuild ||
-			(pmh_pool_state(pool)->flags & PMH_STATE_WALBUILD))
+		/* pmhash_make_ready set no_persist from the same state */
+		if (pool->no_persist)
 		{
-			int			save = pool->no_persist;
-
-			pool->no_persist = 1;
 			for (i = 0; i < xle->nentries; i++)
 				(void) pmhash_insert_entry_checked(&idx, hashes[i], &tids[i],
 												   true);
-			idx.local->pool.no_persist = save;
 		}
 		else
 		{
@@ -383,6 +382,8 @@ pmhash_redo_build_end(const xl_pmhash_pool *xlp)
 							pool->mapped_len - PMH_SEG_OFFSET) != 0 ||
 				pmh_pool_state_set(pool, 0, PMH_STATE_WALBUILD) != 0)
 				pmhash_report_io_error(rel, "persist");
+			/* a pool being rebuilt stays unpersisted until the rebuild ends */
+			pool->no_persist = idx.shared->rebuild;
 		}
 		pmhash_detach(&idx);
 	}
@@ -472,11 +473,12 @@ pmhash_redo(XLogReaderState *record)
 	/*
 	 * Crash recovery of this server's own WAL: its pools already hold what
 	 * the records say (entries are persistent before the commit record,
-	 * deletions before VACUUM frees the heap slots), or are rebuilt from the
-	 * heap anyway (a data directory restored from a base backup without
-	 * archive recovery).  Replaying would only load them early.
+	 * deletions before VACUUM frees the heap slots).  Replaying would only
+	 * load them early.  A data directory restored from a base backup replays
+	 * them even without archive recovery: pools created while the backup
+	 * ran are not in it, or not whole.
 	 */
-	if (!ArchiveRecoveryRequested)
+	if (!ArchiveRecoveryRequested && !pmhash_started_from_backup)
 		return;
 
 	if (pmhash_redo_cxt == NULL)
@@ -508,8 +510,8 @@ pmhash_redo(XLogReaderState *record)
 			pmhash_redo_key(info == XLOG_PMHASH_COPY ?
 							&((xl_pmhash_copy *) XLogRecGetData(record))->to :
 							(xl_pmhash_pool *) XLogRecGetData(record), &key);
-			pmhash_forget(&key);
 			pmhash_pool_mark_rebuild(&key);
+			pmhash_reset_for_rebuild(&key);
 			pmhash_redo_note_failure(&key);
 		}
 	}

@@ -720,6 +720,32 @@ pmhash_forget(const PmhashKey *key)
 }
 
 /*
+ * Throw away the shared state of a storage whose redo failed, keeping its
+ * entry (hot-standby backends remember it in their relcache, and may hold
+ * it), and mark it as awaiting a rebuild: the next user loads it again,
+ * and its pool, flagged by the caller, is replaced and rebuilt.
+ */
+void
+pmhash_reset_for_rebuild(const PmhashKey *key)
+{
+	PmhashShared *shared;
+
+	if (pmhash_ctl == NULL)
+		return;
+	pmhash_backend_init();
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
+	LWLockRelease(pmhash_htab_lock);
+	if (shared == NULL)
+		return;
+	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	pmhash_free_shared(shared);
+	shared->generation = pmhash_next_generation();
+	pmhash_set_rebuild(shared, true);
+	LWLockRelease(&shared->lock);
+}
+
+/*
  * Close this backend's mappings of pools that were dropped or replaced by
  * other backends, so that their space is freed.  Cheap unless some pool
  * was dropped since the last call (at transaction end).

@@ -250,22 +250,24 @@ pmhash_prewarm_indexes(Oid amoid)
 }
 
 /*
- * Load one index (prewarm), and rebuild its pool if that is due, in its
- * own transaction; an ERROR is reported as a WARNING and the index
- * skipped.  Returns false after an ERROR.
+ * Load one index (prewarm) in its own transaction, then rebuild its pool
+ * if that is due (in transactions of its own); an ERROR is reported as a
+ * WARNING and the index skipped.  Returns false after an ERROR.
  */
 static bool
 pmhash_prewarm_index(Oid indexoid, bool prewarm)
 {
 	MemoryContext oldcxt = CurrentMemoryContext;
+	volatile bool rebuilding = false;
 	bool		ok = true;
 
-	StartTransactionCommand();
 	PG_TRY();
 	{
 		/* an index dropped meanwhile is simply gone */
-		Relation	index = try_relation_open(indexoid, AccessShareLock);
+		Relation	index;
 
+		StartTransactionCommand();
+		index = try_relation_open(indexoid, AccessShareLock);
 		if (index != NULL)
 		{
 			PmhashIndex idx;
@@ -276,15 +278,18 @@ pmhash_prewarm_index(Oid indexoid, bool prewarm)
 				pmhash_load_all(&idx, true);
 				pmhash_detach(&idx);
 			}
-			if (prewarm || pmhash_known_rebuilding(index))
+			rebuilding = pmhash_known_rebuilding(index);
+			if (rebuilding)
 			{
-				PushActiveSnapshot(GetTransactionSnapshot());
-				(void) pmhash_rebuild_index(index);
-				PopActiveSnapshot();
+				/* load it, which replaces a copied pool (pmhash_load) */
+				pmhash_attach(index, LW_SHARED, &idx);
+				pmhash_detach(&idx);
 			}
 			relation_close(index, AccessShareLock);
 		}
 		CommitTransactionCommand();
+		if (rebuilding)
+			(void) pmhash_rebuild(indexoid);
 	}
 	PG_CATCH();
 	{
@@ -298,7 +303,7 @@ pmhash_prewarm_index(Oid indexoid, bool prewarm)
 		RESUME_INTERRUPTS();
 		ereport(WARNING,
 				(errcode(edata->sqlerrcode),
-				 errmsg("pmhash %s: %s", prewarm ? "prewarm" : "rebuild",
+				 errmsg("pmhash %s: %s", rebuilding ? "rebuild" : "prewarm",
 						edata->message),
 				 edata->detail ? errdetail_internal("%s", edata->detail) : 0,
 				 edata->hint ? errhint("%s", edata->hint) : 0));

@@ -46,9 +46,13 @@ typedef struct PmhashXactEntry
  * its flushed entries that wait for the WAL (for an index that needs WAL):
  * a standby needs them before the commit record, not at each flush, so
  * they go into the WAL PMHASH_XLOG_BATCH at a time, and at PRE_COMMIT and
- * PRE_PREPARE (pmhash_log_wal_all).  An aborted transaction's never do:
- * they are dead entries, which VACUUM removes on the primary, and a
- * standby never had.
+ * PRE_PREPARE (pmhash_log_wal_all).  An aborted transaction's never do,
+ * nor an aborted subtransaction's: they are dead entries, which VACUUM
+ * removes on the primary, and a standby never had.  They must not reach
+ * the WAL after the DELETE of such a VACUUM, which can come as soon as
+ * they are dead; so, too, a transaction that ran INSERT ... ON CONFLICT
+ * (whose speculative tuples die at once when super-deleted) logs its
+ * entries at every flush.
  */
 typedef struct PmhashXactLog
 {
@@ -60,6 +64,7 @@ typedef struct PmhashXactLog
 	int			nwal;
 	uint64		wal_hashes[PMHASH_XLOG_BATCH];
 	ItemPointerData wal_tids[PMHASH_XLOG_BATCH];
+	SubTransactionId wal_subids[PMHASH_XLOG_BATCH];
 } PmhashXactLog;
 
 static HTAB *pmhash_xact_logs = NULL;
@@ -124,9 +129,12 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 		for (i = 0; i < n; i++)
 		{
 			xl->wal_hashes[xl->nwal] = xl->e[i].hash;
-			xl->wal_tids[xl->nwal++] = xl->e[i].tid;
+			xl->wal_tids[xl->nwal] = xl->e[i].tid;
+			xl->wal_subids[xl->nwal++] = xl->e[i].subid;
 		}
 		pmhash_xact_unlogged += n;
+		if (pmhash_xact_upserts)
+			pmhash_log_wal(xl);
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -491,7 +499,7 @@ pmhash_log_subxact_commit(SubTransactionId mysub, SubTransactionId parentsub)
 	HASH_SEQ_STATUS status;
 	PmhashXactLog *xl;
 
-	if (pmhash_xact_unflushed == 0)
+	if (pmhash_xact_unflushed == 0 && pmhash_xact_unlogged == 0)
 		return;
 	hash_seq_init(&status, pmhash_xact_logs);
 	while ((xl = hash_seq_search(&status)) != NULL)
@@ -501,12 +509,16 @@ pmhash_log_subxact_commit(SubTransactionId mysub, SubTransactionId parentsub)
 		for (i = 0; i < xl->n; i++)
 			if (xl->e[i].subid == mysub)
 				xl->e[i].subid = parentsub;
+		for (i = 0; i < xl->nwal; i++)
+			if (xl->wal_subids[i] == mysub)
+				xl->wal_subids[i] = parentsub;
 	}
 }
 
 /*
  * Subtransaction abort: drop its entries (and those of its children, which
- * have larger ids) that are still in collecting logs.
+ * have larger ids) that are still in collecting logs, or that wait for the
+ * WAL.
  */
 void
 pmhash_log_subxact_abort(SubTransactionId mysub)
@@ -514,7 +526,7 @@ pmhash_log_subxact_abort(SubTransactionId mysub)
 	HASH_SEQ_STATUS status;
 	PmhashXactLog *xl;
 
-	if (pmhash_xact_unflushed == 0)
+	if (pmhash_xact_unflushed == 0 && pmhash_xact_unlogged == 0)
 		return;
 	hash_seq_init(&status, pmhash_xact_logs);
 	while ((xl = hash_seq_search(&status)) != NULL)
@@ -530,6 +542,19 @@ pmhash_log_subxact_abort(SubTransactionId mysub)
 		}
 		pmhash_xact_unflushed -= xl->n - keep;
 		xl->n = keep;
+
+		/* flushed, so dead entries in the pool: never for the WAL */
+		keep = 0;
+		for (i = 0; i < xl->nwal; i++)
+		{
+			if (xl->wal_subids[i] >= mysub)
+				continue;
+			xl->wal_hashes[keep] = xl->wal_hashes[i];
+			xl->wal_tids[keep] = xl->wal_tids[i];
+			xl->wal_subids[keep++] = xl->wal_subids[i];
+		}
+		pmhash_xact_unlogged -= xl->nwal - keep;
+		xl->nwal = keep;
 	}
 }
 
