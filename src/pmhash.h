@@ -616,6 +616,7 @@ extern bool pmhash_track_media_reads;
 extern void pmhash_lifecycle_init(void);
 extern bool pmhash_adopt_pool(Relation index, const PmhashKey *key);
 extern void pmhash_remove_db_dir(Oid dbid);
+extern void pmhash_sweep_orphans(void);
 extern void pmhash_copy_db_pools(Oid srcdb, Oid dstdb);
 
 /* pmhashcheck.c: pmhash_check() */

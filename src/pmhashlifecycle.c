@@ -53,6 +53,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relfilenodemap.h"
+#include "common/relpath.h"
 
 #include "pmhash.h"
 #include "pmhash_xlog.h"
@@ -366,6 +367,66 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 		pmhash_pool_copy(de->d_name, &from, &to);
 	}
 	FreeDir(d);
+}
+
+/*
+ * Remove this database's orphan pools: pools whose index storage has no
+ * relation file.  A crash between a DROP's commit and the removal of its
+ * pool leaves one; so does, on a standby, a primary that crashed before it
+ * logged the removal, or a point-in-time recovery that stopped right
+ * after the commit.  A pool is made after its storage's file (ambuild,
+ * adoption, redo of CREATE after the file's own redo) and removed before
+ * it (the commit and abort callbacks run before PostgreSQL unlinks the
+ * files), so a pool without a file is never one that is being made or
+ * used.  Run by the background worker once per database at every start.
+ */
+void
+pmhash_sweep_orphans(void)
+{
+	char		dir[MAXPGPATH];
+	DIR		   *d;
+	struct dirent *de;
+	int			removed = 0;
+
+	pmhash_db_dir(MyDatabaseId, dir, sizeof(dir));
+	d = AllocateDir(dir);
+	if (d == NULL)
+		return;
+	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
+	{
+		RelFileNode rnode;
+		PmhashKey	key;
+		unsigned int spc;
+		unsigned int relnode;
+		char		tail;
+		char	   *relpath;
+		struct stat st;
+		bool		orphan;
+
+		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
+			tail != 'l')
+			continue;
+		rnode.spcNode = OidIsValid(spc) ? spc : MyDatabaseTableSpace;
+		rnode.dbNode = MyDatabaseId;
+		rnode.relNode = relnode;
+		relpath = relpathperm(rnode, MAIN_FORKNUM);
+		orphan = stat(relpath, &st) != 0 && errno == ENOENT;
+		pfree(relpath);
+		if (!orphan)
+			continue;
+		memset(&key, 0, sizeof(key));
+		key.dbid = MyDatabaseId;
+		key.spcid = spc;
+		key.relnode = relnode;
+		pmhash_forget(&key);
+		if (pmhash_pool_unlink(&key))
+			removed++;
+	}
+	FreeDir(d);
+	if (removed > 0)
+		ereport(LOG,
+				(errmsg("pmhash: removed %d orphan pool file(s) of database %u",
+						removed, MyDatabaseId)));
 }
 
 /* the template named by a CREATE DATABASE statement */

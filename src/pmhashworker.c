@@ -143,7 +143,7 @@ pmhash_prewarm_databases(Oid *dbs, int max)
  * whether they load every index or only rebuild what awaits it.
  */
 static void
-pmhash_launcher_run(bool prewarm)
+pmhash_launcher_run(bool prewarm, bool first)
 {
 	Oid		   *dbs;
 	int			ndbs;
@@ -166,6 +166,7 @@ pmhash_launcher_run(bool prewarm)
 		w.bgw_restart_time = BGW_NEVER_RESTART;
 		w.bgw_main_arg = ObjectIdGetDatum(dbs[i]);
 		w.bgw_extra[0] = prewarm ? 1 : 0;
+		w.bgw_extra[1] = first ? 1 : 0;
 		w.bgw_notify_pid = MyProcPid;
 		if (!RegisterDynamicBackgroundWorker(&w, &handle))
 		{
@@ -196,7 +197,7 @@ pmhash_prewarm_launcher_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
-	pmhash_launcher_run(pmhash_prewarm);
+	pmhash_launcher_run(pmhash_prewarm, true);
 
 	/* stay, so that a crash reinitialisation starts a new run */
 	while (!ShutdownRequestPending)
@@ -217,7 +218,7 @@ pmhash_prewarm_launcher_main(Datum arg)
 			wait_ms = PMHASH_REBUILD_POLL_MS;
 			continue;
 		}
-		pmhash_launcher_run(false);
+		pmhash_launcher_run(false, false);
 		/* still pending after a run: some rebuild failed; back off */
 		if (pmhash_rebuilds_pending() > 0)
 			wait_ms = Min(wait_ms * 2, PMHASH_REBUILD_POLL_MAX_MS);
@@ -320,6 +321,7 @@ pmhash_prewarm_worker_main(Datum arg)
 {
 	Oid			dboid = DatumGetObjectId(arg);
 	bool		prewarm = MyBgworkerEntry->bgw_extra[0] != 0;
+	bool		first = MyBgworkerEntry->bgw_extra[1] != 0;
 	TimestampTz start;
 	Oid			amoid;
 	List	   *oids = NIL;
@@ -332,6 +334,9 @@ pmhash_prewarm_worker_main(Datum arg)
 	start = GetCurrentTimestamp();
 
 	StartTransactionCommand();
+	/* the first run after a start also removes orphan pools */
+	if (first)
+		pmhash_sweep_orphans();
 	amoid = get_am_oid("pmhash", true);
 	if (OidIsValid(amoid))
 	{

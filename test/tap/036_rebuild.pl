@@ -10,6 +10,7 @@
 #      is a clear ERROR, inserts and VACUUM go on into the new pool; with a
 #      worker slot the pool is rebuilt and every key's ctids through the
 #      index equal a seqscan's;
+#      an orphan pool (no relation file) is removed at the next start;
 #   2. a standby whose redo runs out of pmhash shared memory: the replay
 #      goes on (a WARNING, the server stays up), the index is avoided and
 #      answers are right; with more memory after a restart the standby
@@ -18,6 +19,7 @@
 use strict;
 use warnings;
 
+use File::Copy;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -84,6 +86,15 @@ $node->safe_psql('postgres', q{
 ok($node->log_contains('too many background workers'),
 	'no worker could be started for the rebuild');
 
+# an orphan pool (a crash between a DROP's commit and the pool's removal
+# leaves one): its storage has no relation file
+my $pooldir = $node->data_dir . '/pmhash/'
+  . $node->safe_psql('postgres',
+	q{SELECT oid FROM pg_database WHERE datname = 'postgres'});
+my ($apool) = glob("$pooldir/*.pool");
+my $orphan = "$pooldir/0_4000000000.pool";
+File::Copy::copy($apool, $orphan) or die "copy $apool: $!";
+
 # a slot again: the restart finds the flag and rebuilds from scratch
 $node->append_conf('postgresql.conf', "max_worker_processes = 8\n");
 $node->restart;
@@ -99,6 +110,11 @@ is($node->safe_psql('postgres', "$forced SELECT count(*) FROM t WHERE k = 5"),
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
 	'0', 'pmhash_check finds nothing');
 ok($node->log_contains('pool rebuilt from the table'), 'the rebuild is logged');
+ok($node->poll_query_until('postgres',
+		"SELECT pg_stat_file('pmhash/' || (SELECT oid FROM pg_database WHERE datname = 'postgres') || '/0_4000000000.pool', true) IS NULL"),
+	'the background worker removes an orphan pool at start');
+ok($node->log_contains('removed 1 orphan pool file'), 'and says so');
+ok(-e $apool, 'and keeps the pools of existing storages');
 ok($node->poll_query_until('postgres',
 		q{SELECT NOT rebuilding FROM pmhash_rebuild_progress('e_k_excl')}),
 	'the exclusion constraint\'s index is rebuilt too');
