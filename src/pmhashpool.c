@@ -602,31 +602,46 @@ pmhash_pool_exists(const PmhashKey *key)
 }
 
 /*
- * Does the pool file of an index storage say that it must be rebuilt from
- * the heap before it can answer (as pmhash_load would decide)?  Reads the
- * header and the state line only; for the planner, before the pool is
- * loaded.  A missing or unreadable file needs one during recovery only: a
- * primary reports it as an error instead (REINDEX).
+ * Read the header (validated, not for ownership) and, if st is not NULL,
+ * the state line of a pool file.  Returns false if there is no such
+ * readable, valid file.
  */
-bool
-pmhash_pool_needs_rebuild(const PmhashKey *key)
+static bool
+pmhash_pool_read_head(const PmhashKey *key, PmhPoolHeader *hdr,
+					  PmhPoolState *pst)
 {
 	char		path[MAXPGPATH];
 	struct stat st;
-	PmhPoolHeader hdr;
-	PmhPoolState pst;
 	int			fd;
 	bool		ok;
 
 	pmhash_pool_path(key, path, sizeof(path));
 	fd = pmhash_open_nofollow(path, &st);
 	if (fd < 0)
-		return RecoveryInProgress() || pmhash_started_from_backup;
-	ok = pread(fd, &hdr, sizeof(hdr), 0) == (ssize_t) sizeof(hdr) &&
-		pmh_header_validate(&hdr, (size_t) st.st_size) == PMH_HEADER_OK &&
-		pread(fd, &pst, sizeof(pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(pst);
+		return false;
+	ok = pread(fd, hdr, sizeof(*hdr), 0) == (ssize_t) sizeof(*hdr) &&
+		pmh_header_validate(hdr, (size_t) st.st_size) == PMH_HEADER_OK &&
+		(pst == NULL ||
+		 pread(fd, pst, sizeof(*pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(*pst));
 	close(fd);
-	if (!ok)
+	return ok;
+}
+
+/*
+ * Does the pool file of an index storage say that it must be rebuilt from
+ * the heap before it can answer (as pmhash_load would decide)?  Reads the
+ * header and the state line only; for the planner, before the pool is
+ * loaded.  A missing or unreadable file needs one during recovery, and in
+ * a server started from a base backup, only: otherwise it is an error
+ * (REINDEX).
+ */
+bool
+pmhash_pool_needs_rebuild(const PmhashKey *key)
+{
+	PmhPoolHeader hdr;
+	PmhPoolState pst;
+
+	if (!pmhash_pool_read_head(key, &hdr, &pst))
 		return RecoveryInProgress() || pmhash_started_from_backup;
 	return hdr.epoch != pmhash_epoch ||
 		(pst.flags & (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) != 0;
@@ -667,19 +682,7 @@ pmhash_pool_mark_rebuild(const PmhashKey *key)
 bool
 pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr)
 {
-	char		path[MAXPGPATH];
-	struct stat st;
-	int			fd;
-	bool		ok;
-
-	pmhash_pool_path(key, path, sizeof(path));
-	fd = pmhash_open_nofollow(path, &st);
-	if (fd < 0)
-		return false;
-	ok = pread(fd, hdr, sizeof(*hdr), 0) == (ssize_t) sizeof(*hdr) &&
-		pmh_header_validate(hdr, (size_t) st.st_size) == PMH_HEADER_OK;
-	close(fd);
-	return ok;
+	return pmhash_pool_read_head(key, hdr, NULL);
 }
 
 /*

@@ -77,6 +77,19 @@ static HTAB *pmhash_redo_vacuums = NULL;
  */
 static HTAB *pmhash_redo_failed = NULL;
 
+/* a table of storages in the startup process's memory */
+static HTAB *
+pmhash_redo_table(const char *name, Size entrysize)
+{
+	HASHCTL		info;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(PmhashKey);
+	info.entrysize = entrysize;
+	info.hcxt = TopMemoryContext;
+	return hash_create(name, 16, &info, HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+}
+
 /* should redo skip records of this storage (its redo failed)? */
 static bool
 pmhash_redo_skip(const PmhashKey *key)
@@ -95,16 +108,8 @@ static void
 pmhash_redo_note_failure(const PmhashKey *key)
 {
 	if (pmhash_redo_failed == NULL)
-	{
-		HASHCTL		info;
-
-		memset(&info, 0, sizeof(info));
-		info.keysize = sizeof(PmhashKey);
-		info.entrysize = sizeof(PmhashKey);
-		info.hcxt = TopMemoryContext;
-		pmhash_redo_failed = hash_create("pmhash redo failures", 16, &info,
-										 HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
+		pmhash_redo_failed = pmhash_redo_table("pmhash redo failures",
+											   sizeof(PmhashKey));
 	(void) hash_search(pmhash_redo_failed, key, HASH_ENTER, NULL);
 }
 
@@ -304,16 +309,8 @@ pmhash_redo_vacuum_begin(PmhashIndex *idx)
 	bool		found;
 
 	if (pmhash_redo_vacuums == NULL)
-	{
-		HASHCTL		info;
-
-		memset(&info, 0, sizeof(info));
-		info.keysize = sizeof(PmhashKey);
-		info.entrysize = sizeof(PmhashRedoVacuum);
-		info.hcxt = TopMemoryContext;
-		pmhash_redo_vacuums = hash_create("pmhash redo vacuums", 16, &info,
-										  HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	}
+		pmhash_redo_vacuums = pmhash_redo_table("pmhash redo vacuums",
+												sizeof(PmhashRedoVacuum));
 	v = hash_search(pmhash_redo_vacuums, &idx->shared->key, HASH_ENTER, &found);
 	if (found && v->shared == idx->shared &&
 		v->generation == idx->shared->generation)
