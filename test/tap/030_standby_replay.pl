@@ -85,28 +85,7 @@ sub segments
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-# (copied into the standbys by their base backups; the standbys' settings
-# are harmless on the primary)
-$primary->append_conf('postgresql.conf', q{
-shared_buffers = 32MB
-max_connections = 30
-autovacuum = off
-checkpoint_timeout = 1h
-log_statement = ddl
-hot_standby_feedback = on
-max_standby_streaming_delay = 2s
-});
-$primary->start;
-$primary->safe_psql('postgres', qq{
-	CREATE EXTENSION pmhash;
-	CREATE TABLE t (id bigserial, k int4, s text);
-	INSERT INTO t (k, s) SELECT 1 + g % $maxkey, 'v' || (1 + g % $maxkey)
-		FROM generate_series(1, 30000) g;
-	INSERT INTO t (k, s) SELECT 0, 'v0' FROM generate_series(1, 3000);
-	CREATE INDEX t_k ON t USING pmhash (k);
-	CREATE INDEX t_s ON t USING pmhash (s);
-	ANALYZE t;
-});
+start_primary($primary, $maxkey);
 is($primary->safe_psql('postgres',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
 	'0.4', 'CREATE EXTENSION pmhash installs version 0.4');

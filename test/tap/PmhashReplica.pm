@@ -24,7 +24,7 @@ use Test::More;
 
 our @EXPORT = qw(plans_agree wait_rebuilt probe_while_rebuilding
   start_pgbench wait_pgbench workload_scripts power_cut forced_count
-  seq_count);
+  seq_count start_primary);
 
 # planner settings of the three plans, each complete (they are SET LOCAL in
 # one transaction, one after the other)
@@ -407,6 +407,38 @@ SELECT count(*) FROM t WHERE k = :k;
 sub workload_scripts
 {
 	return {%SCRIPTS};
+}
+
+# start_primary($primary, $maxkey, $more_sql): the settings the WAL tests
+# share (copied into standbys by their base backups, harmless on the
+# primary), start, and the table t (keys 1..maxkey and a hot key 0 with
+# 3000 rows) with pmhash indexes t_k on k and t_s on s; more_sql runs in
+# the same statement, before ANALYZE
+sub start_primary
+{
+	my ($primary, $maxkey, $more_sql) = @_;
+	$primary->append_conf('postgresql.conf', q{
+shared_buffers = 32MB
+max_connections = 30
+autovacuum = off
+checkpoint_timeout = 1h
+log_statement = ddl
+hot_standby_feedback = on
+max_standby_streaming_delay = 2s
+});
+	$primary->start;
+	$primary->safe_psql('postgres', qq{
+	CREATE EXTENSION pmhash;
+	CREATE TABLE t (id bigserial, k int4, s text);
+	INSERT INTO t (k, s) SELECT 1 + g % $maxkey, 'v' || (1 + g % $maxkey)
+		FROM generate_series(1, 30000) g;
+	INSERT INTO t (k, s) SELECT 0, 'v0' FROM generate_series(1, 3000);
+	CREATE INDEX t_k ON t USING pmhash (k);
+	CREATE INDEX t_s ON t USING pmhash (s);
+	} . ($more_sql // '') . q{
+	ANALYZE t;
+});
+	return;
 }
 
 # start_pgbench($node, %o): pgbench in the background, connected when this
