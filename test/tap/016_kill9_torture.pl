@@ -38,6 +38,7 @@ use Time::HiRes qw(usleep);
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PmhashReplica;
 
 my $cycles = $ENV{PMHASH_TORTURE_CYCLES} // 3;
 my $seed = $ENV{PMHASH_TORTURE_SEED} // (time() ^ ($$ << 8)) % 1000000007;
@@ -114,27 +115,6 @@ INSERT INTO u (k) SELECT :k + g FROM generate_series(0, 9) g;
 
 my @pools_to_remove;
 END { system('rm', '-rf', $_) for @pools_to_remove; }
-
-# processes (not zombies) of process group $pgid
-sub group_members
-{
-	my ($pgid) = @_;
-	my @pids;
-	opendir(my $dh, '/proc') or die "/proc: $!";
-	for my $p (grep { /^[0-9]+$/ } readdir($dh))
-	{
-		open(my $fh, '<', "/proc/$p/stat") or next;
-		my $stat = <$fh>;
-		close($fh);
-		next unless defined $stat;
-		# pid (comm) state ppid pgrp ...: comm may hold spaces
-		$stat =~ s/^.*\) //s;
-		my ($state, $ppid, $pgrp) = split(' ', $stat);
-		push @pids, $p if $pgrp == $pgid && $state ne 'Z';
-	}
-	closedir($dh);
-	return @pids;
-}
 
 # wait until no process of group $pgid is left; SIGKILL them after 60 s
 sub wait_group_gone

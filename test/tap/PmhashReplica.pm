@@ -24,7 +24,7 @@ use Test::More;
 
 our @EXPORT = qw(plans_agree wait_rebuilt probe_while_rebuilding
   start_pgbench wait_pgbench workload_scripts power_cut forced_count
-  seq_count start_primary);
+  seq_count start_primary group_members);
 
 # planner settings of the three plans, each complete (they are SET LOCAL in
 # one transaction, one after the other)
@@ -490,7 +490,7 @@ sub wait_pgbench
 }
 
 # processes (not zombies) of process group $pgid
-sub _group_members
+sub group_members
 {
 	my ($pgid) = @_;
 	my @pids;
@@ -523,7 +523,7 @@ sub power_cut
 	  unless getpgrp($pm) == $pm;
 	$node->kill9;
 	kill('KILL', -$pm);
-	for (my $i = 0; $i < 600 && _group_members($pm); $i++)
+	for (my $i = 0; $i < 600 && group_members($pm); $i++)
 	{
 		usleep(100_000);
 	}
