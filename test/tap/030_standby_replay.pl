@@ -46,9 +46,7 @@ sub workload
 sub compare
 {
 	my ($node, $label, %o) = @_;
-	plans_agree($node, "$label, t_k", hi => $hi, min_keys => 1000, %o);
-	plans_agree($node, "$label, t_s", index => 't_s', col => 's',
-		probe => q{'v' || p.k}, hi => $hi, min_keys => 1000, %o);
+	compare_t($node, $label, $hi, %o);
 	return;
 }
 

@@ -31,12 +31,7 @@ END { system('rm', '-rf', $_) for @pools_to_remove; }
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', q{
-shared_buffers = 32MB
-max_connections = 30
-autovacuum = off
-log_statement = ddl
-hot_standby_feedback = on
+$primary->append_conf('postgresql.conf', wal_test_conf() . q{
 max_standby_streaming_delay = 2s
 allow_in_place_tablespaces = on
 });

@@ -44,12 +44,7 @@ sub workload
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', q{
-shared_buffers = 32MB
-max_connections = 30
-autovacuum = off
-log_statement = ddl
-hot_standby_feedback = on
+$primary->append_conf('postgresql.conf', wal_test_conf() . q{
 max_standby_streaming_delay = 2s
 max_worker_processes = 1
 max_logical_replication_workers = 0

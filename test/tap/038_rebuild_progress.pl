@@ -31,12 +31,7 @@ my $hi = $maxkey + 100;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', q{
-shared_buffers = 32MB
-max_connections = 30
-autovacuum = off
-log_statement = ddl
-hot_standby_feedback = on
+$primary->append_conf('postgresql.conf', wal_test_conf() . q{
 });
 $primary->start;
 $primary->safe_psql('postgres', qq{

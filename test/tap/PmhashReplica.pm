@@ -24,7 +24,7 @@ use Test::More;
 
 our @EXPORT = qw(plans_agree wait_rebuilt probe_while_rebuilding
   start_pgbench wait_pgbench workload_scripts power_cut forced_count
-  seq_count start_primary group_members);
+  seq_count start_primary group_members wal_test_conf compare_t);
 
 # planner settings of the three plans, each complete (they are SET LOCAL in
 # one transaction, one after the other)
@@ -409,6 +409,30 @@ sub workload_scripts
 	return {%SCRIPTS};
 }
 
+# the settings every WAL test gives its primary (and, through base
+# backups, its standbys), without a trailing newline's worth of others
+sub wal_test_conf
+{
+	return q{
+shared_buffers = 32MB
+max_connections = 30
+autovacuum = off
+log_statement = ddl
+hot_standby_feedback = on
+};
+}
+
+# both pmhash indexes of start_primary's table agree with the heap on
+# $node, for keys 0 .. $hi
+sub compare_t
+{
+	my ($node, $label, $hi, %o) = @_;
+	plans_agree($node, "$label, t_k", hi => $hi, min_keys => 1000, %o);
+	plans_agree($node, "$label, t_s", index => 't_s', col => 's',
+		probe => q{'v' || p.k}, hi => $hi, min_keys => 1000, %o);
+	return;
+}
+
 # start_primary($primary, $maxkey, $more_sql): the settings the WAL tests
 # share (copied into standbys by their base backups, harmless on the
 # primary), start, and the table t (keys 1..maxkey and a hot key 0 with
@@ -417,13 +441,8 @@ sub workload_scripts
 sub start_primary
 {
 	my ($primary, $maxkey, $more_sql) = @_;
-	$primary->append_conf('postgresql.conf', q{
-shared_buffers = 32MB
-max_connections = 30
-autovacuum = off
+	$primary->append_conf('postgresql.conf', wal_test_conf() . q{
 checkpoint_timeout = 1h
-log_statement = ddl
-hot_standby_feedback = on
 max_standby_streaming_delay = 2s
 });
 	$primary->start;
