@@ -31,8 +31,7 @@ my $hi = $maxkey + 100;
 
 my $primary = PostgreSQL::Test::Cluster->new('primary');
 $primary->init(allows_streaming => 1);
-$primary->append_conf('postgresql.conf', wal_test_conf() . q{
-});
+$primary->append_conf('postgresql.conf', wal_test_conf());
 $primary->start;
 $primary->safe_psql('postgres', qq{
 	CREATE EXTENSION pmhash;
