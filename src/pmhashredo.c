@@ -237,13 +237,13 @@ pmhash_redo_insert_logged(PmhashIndex *idx, const uint64 *hashes,
  * Redo of INSERT.  A pool that is being rebuilt from the heap, or filled
  * by the redo of a build, is not persisted entry by entry: a crash makes
  * it start over anyway, and its rebuild (or BUILD_END) persists it whole,
- * writes of this process included.  pmhash_make_ready decides that anew
- * (no_persist) every time redo takes the index lock, so a rebuild that
- * ends while redo waits for the lock (a split) is seen before redo writes
- * again.  There the entries go straight into
+ * writes of this process included.  There the entries go straight into
  * their segments (the rebuild worker stores into them at the same time;
  * pmhash_insert_entry_checked looks under the segment lock).  Elsewhere
- * they take the backup log, as on the primary.
+ * they take the backup log, as on the primary.  pmhash_make_ready decides
+ * anew (no_persist) every time redo takes the index lock, so a rebuild
+ * that ends while redo waits for the lock (a split) is seen before redo
+ * writes again.
  */
 static void
 pmhash_redo_insert(XLogReaderState *record)
