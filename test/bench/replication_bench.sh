@@ -393,6 +393,27 @@ lag_sampler() {
 	done
 }
 
+# proc_cpu_ticks PID: user + system CPU time of a process (clock ticks)
+proc_cpu_ticks() {
+	[ -n "$1" ] && awk '{ print $14 + $15 }' "/proc/$1/stat" 2>/dev/null
+}
+# lag_verdict MODE AM: "grows" when the standby fell behind at a steady
+# rate -- a least-squares slope of 1 % of the primary's WAL rate or more,
+# adding up to 1 MB or more over the run -- else "bounded"
+lag_verdict() {
+	local slope walrate
+	slope=$(val "$1" lag_slope "$2") walrate=$(val "$1" lag_wal_rate "$2")
+	[ -n "$slope" ] && [ -n "$walrate" ] || {
+		echo n/a
+		return
+	}
+	if awk -v s="$slope" -v T="$LAG_TIME" -v w="$walrate" 'BEGIN { exit !(s * T >= 1048576 && s >= 0.01 * w) }'; then
+		echo grows
+	else
+		echo bounded
+	fi
+}
+
 # lag_run MODE AM: pgbench inserts on t_AM for $LAG_TIME s with the standby
 # streaming
 lag_run() {
@@ -404,6 +425,14 @@ lag_run() {
 	samples=$OUT/replication_lag_${mode}_$am.samples
 	stop=$LOGDIR/lag.stop
 	rm -f "$stop" "$samples"
+	# what pmhash persists on each side (pmhash_media_stats: one fence per
+	# persist; in file mode a persist is an msync), and the CPU time the
+	# standby's startup process (the replay) gets, from /proc
+	local f0p f0s f1p f1s spid_startup c0s c1s
+	spid_startup=$(psql_s -c "SELECT pid FROM pg_stat_activity WHERE backend_type = 'startup'")
+	f0p=$(psql_p -c "SELECT fences FROM pmhash_media_stats()")
+	f0s=$(psql_s -c "SELECT fences FROM pmhash_media_stats()")
+	c0s=$(proc_cpu_ticks "$spid_startup")
 	l0=$(psql_p -c "SELECT pg_current_wal_lsn()")
 	t0=$(now_ms)
 	lag_sampler "$t0" "$samples" "$stop" &
@@ -438,6 +467,9 @@ lag_run() {
 		fi
 		sleep 0.2
 	done
+	c1s=$(proc_cpu_ticks "$spid_startup")
+	f1p=$(psql_p -c "SELECT fences FROM pmhash_media_stats()")
+	f1s=$(psql_s -c "SELECT fences FROM pmhash_media_stats()")
 	local behind=''
 	[ -z "$cu" ] && behind=$(psql_s -c "SELECT pg_wal_lsn_diff('$lend', pg_last_wal_replay_lsn())" 2>/dev/null)
 	psql_p -c "ALTER TABLE pgb RENAME TO t_$am" >/dev/null || STATUS=1
@@ -481,13 +513,20 @@ lag_run() {
 		record "$mode" lag_catchup_s "$am" ">$CATCHUP_MAX" s
 		record "$mode" lag_behind_after_catchup_bytes "$am" "${behind:-}" B
 	fi
-	# grows: the standby falls behind at a steady rate, by at least a WAL
-	# segment over the run and at 1 % of the primary's WAL rate or more
-	local verdict=bounded
-	if awk -v s="$slope" -v T="$LAG_TIME" -v w="$walrate" 'BEGIN { exit !(s * T >= 16777216 && s >= 0.01 * w) }'; then
-		verdict=grows
+	local rows
+	rows=$(psql_p -c "SELECT count(*) - $ROWS FROM t_$am")
+	record "$mode" lag_rows "$am" "$rows" count
+	if [ -n "$f0p" ] && [ -n "$f1p" ] && [ -n "$f0s" ] && [ -n "$f1s" ] && [ "${rows:-0}" -gt 0 ]; then
+		record "$mode" lag_primary_persists_per_row "$am" "$(calc 'printf "%.2f", (a - b) / c' "$f1p" "$f0p" "$rows")" count
+		record "$mode" lag_standby_persists_per_row "$am" "$(calc 'printf "%.2f", (a - b) / c' "$f1s" "$f0s" "$rows")" count
 	fi
-	V["$mode|lag_verdict|$am"]=$verdict
+	if [ -n "$c0s" ] && [ -n "$c1s" ]; then
+		# the share of the run plus catch-up that replay spent on a CPU
+		record "$mode" lag_startup_cpu_pct "$am" "$(calc 'printf "%.0f", 100 * (a - b) / c / d' "$c1s" "$c0s" "$TICK" \
+			"$(calc 'printf "%.1f", a + b' "$LAG_TIME" "${cu:-$CATCHUP_MAX}")")" %
+	fi
+	local verdict
+	verdict=$(lag_verdict "$mode" "$am")
 	printf '    %s: %s tps, WAL %s MB/s, replayed %s MB/s; lag max %s MB, last %s MB, slope %s kB/s, replay_lag max %s s: %s; caught up %s\n' \
 		"$am" "${tps:-?}" "$(calc 'printf "%.1f", a / 1048576' "$walrate")" "$(calc 'printf "%.1f", a / 1048576' "$replayrate")" \
 		"$(calc 'printf "%.1f", a / 1048576' "$maxlag")" "$(calc 'printf "%.1f", a / 1048576' "$lastlag")" \
@@ -565,13 +604,13 @@ EOF
 					continue
 				}
 				out=$(psql_p 2>&1 <<EOF
-CHECKPOINT;
 SELECT checkpoints_timed + checkpoints_req AS c0 FROM pg_stat_bgwriter \gset
+CHECKPOINT;
 SELECT pg_current_wal_insert_lsn() AS l0, clock_timestamp() AS t0 \gset
 INSERT INTO ins SELECT k, payload FROM t_btree;
 SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1) AS ms, pg_current_wal_insert_lsn() AS l1 \gset
 SELECT :'ms' || ' ' || :'l0' || ' ' || :'l1' || ' ' || pg_wal_lsn_diff(:'l1', :'l0') || ' ' ||
-       ((SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) - :c0);
+       ((SELECT checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter) - :c0 - 1);
 EOF
 				) || {
 					pmh_err "INSERT ... SELECT ($am, $kind) failed: $out"
@@ -621,7 +660,11 @@ EOF
 			STATUS=1
 			continue
 		}
-		read -r l0 ckpt <<<"$(psql_p -F ' ' -c 'CHECKPOINT' -c "SELECT pg_current_wal_insert_lsn(), checkpoints_timed + checkpoints_req FROM pg_stat_bgwriter")"
+		# (the checkpointer counts a checkpoint in pg_stat_bgwriter a little
+		# after it wakes the CHECKPOINT command: read the counter before
+		# ours, and do not count ours)
+		ckpt=$(psql_p -c "SELECT checkpoints_timed + checkpoints_req + 1 FROM pg_stat_bgwriter")
+		l0=$(psql_p -c 'CHECKPOINT' -c "SELECT pg_current_wal_insert_lsn()")
 		out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "$BIN/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres \
 			-n -M prepared -T "$PGB_WAL_TIME" -c "$CLIENTS" -j "$((CLIENTS < 2 ? CLIENTS : 2))" -D rows="$ROWS" \
 			-f "$HERE/pgbench/insert.sql" bench 2>&1)
@@ -810,7 +853,16 @@ per_row() {
 	c_walcost() { ratio "$(val "$1" upkeep_logged_ms "$2")" "$(val "$1" upkeep_unlogged_ms "$2")"; }
 	c_probe() { num_or_na "$(val "$1" probe_pos_uniform_standby_ns "$2")"; }
 	c_probeneg() { num_or_na "$(val "$1" probe_neg_uniform_standby_ns "$2")"; }
-	c_lag() { printf '%s MB, %s' "$(mb "$(val "$1" lag_max_bytes "$2")")" "$(num_or_na "$(val "$1" lag_verdict "$2")")"; }
+	c_lag() {
+		local v
+		v=$(lag_verdict "$1" "$2")
+		if [ "$v" = grows ]; then
+			printf 'max %s MB, grows %s kB/s (replay_lag up to %s s)' "$(mb "$(val "$1" lag_max_bytes "$2")")" \
+				"$(calc 'printf "%.0f", a / 1024' "$(val "$1" lag_slope "$2")")" "$(num_or_na "$(val "$1" lag_max_replay_lag "$2")")"
+		else
+			printf 'max %s MB, %s' "$(mb "$(val "$1" lag_max_bytes "$2")")" "$v"
+		fi
+	}
 	c_tps() { num_or_na "$(val "$1" lag_tps "$2")"; }
 	srow "index WAL per row, INSERT ... SELECT (B; total minus no index)" c_iwal
 	srow "index WAL per row, single-row inserts (B; total minus no index)" c_pwal
@@ -951,18 +1003,20 @@ per_row() {
 		echo
 		echo "#### 5. Replay lag under single-row inserts"
 		echo
-		echo "pgbench insert.sql on the primary, $CLIENTS clients, ${LAG_TIME}s per method (one method's table at a time; the standby replays everything), synchronous_commit = $SYNC_COMMIT, after a CHECKPOINT; every ${SAMPLE}s pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) and replay_lag from pg_stat_replication on the primary. *Slope* is the least-squares trend of the lag over the run; *grows* means the standby fell behind at a steady rate (by a WAL segment or more over the run, at 1 % of the primary's WAL rate or more), *bounded* that it did not. *Catch-up*: from the end of the run until the standby had replayed all of it."
+		echo "pgbench insert.sql on the primary, $CLIENTS clients, ${LAG_TIME}s per method (one method's table at a time; the standby replays everything), synchronous_commit = $SYNC_COMMIT, after a CHECKPOINT; every ${SAMPLE}s pg_wal_lsn_diff(pg_current_wal_lsn(), replay_lsn) and replay_lag from pg_stat_replication on the primary. *Slope* is the least-squares trend of the lag over the run; *grows* means the standby fell behind at a steady rate (a slope of 1 % of the primary's WAL rate or more, adding up to 1 MB or more over the run), *bounded* that it did not. *Catch-up*: from the end of the run until the standby had replayed all of it. *Persists per row*: pmhash_media_stats() fences (one per persist: an msync in file mode, a CPU fence on PMem) on each server over the run and the catch-up, per row inserted; *replay CPU*: the CPU time of the standby's startup process over the same span, in % of it."
 		echo
-		echo "| method | primary (tps) | WAL (MB/s) | replayed (MB/s) | lag at start (MB) | max lag (MB) | last (MB) | slope (kB/s) | max replay_lag (s) | catch-up (s) | trend |"
-		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
+		echo "| method | primary (tps) | WAL (MB/s) | replayed (MB/s) | lag at start (MB) | max lag (MB) | last (MB) | slope (kB/s) | max replay_lag (s) | catch-up (s) | trend | pmhash persists per row: primary / standby | replay CPU (%) |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 		for a in btree hash pmhash; do
 			cu=$(num_or_na "$(val "$m" lag_catchup_s "$a")")
 			[ -n "$(val "$m" lag_behind_after_catchup_bytes "$a")" ] && cu="$cu ($(mb "$(val "$m" lag_behind_after_catchup_bytes "$a")") MB still behind)"
-			printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s |\n' "$a" "$(num_or_na "$(val "$m" lag_tps "$a")")" \
+			printf '| %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s | %s / %s | %s |\n' "$a" "$(num_or_na "$(val "$m" lag_tps "$a")")" \
 				"$(mb "$(val "$m" lag_wal_rate "$a")")" "$(mb "$(val "$m" lag_replay_rate "$a")")" \
 				"$(mb "$(val "$m" lag_start_bytes "$a")")" "$(mb "$(val "$m" lag_max_bytes "$a")")" \
 				"$(mb "$(val "$m" lag_last_bytes "$a")")" "$(calc 'printf "%.0f", a / 1024' "$(val "$m" lag_slope "$a")")" \
-				"$(num_or_na "$(val "$m" lag_max_replay_lag "$a")")" "$cu" "$(num_or_na "$(val "$m" lag_verdict "$a")")"
+				"$(num_or_na "$(val "$m" lag_max_replay_lag "$a")")" "$cu" "$(lag_verdict "$m" "$a")" \
+				"$(num_or_na "$(val "$m" lag_primary_persists_per_row "$a")")" "$(num_or_na "$(val "$m" lag_standby_persists_per_row "$a")")" \
+				"$(num_or_na "$(val "$m" lag_startup_cpu_pct "$a")")"
 		done
 	done
 	echo
