@@ -67,6 +67,8 @@
 #        (5 s), PMHASH_BENCH_CATCHUP_MAX (240 s), PMHASH_BENCH_SYNC_COMMIT
 #        (off, for pgbench), PMHASH_BENCH_SHARED_BUFFERS (1GB),
 #        PMHASH_BENCH_PRIMARY_PROBES (1: probe the primary too),
+#        PMHASH_BENCH_SKIP ("pgbench,standby": steps to leave out; standby
+#        is steps 4 to 6),
 #        PMHASH_BENCH_REF_FILE, PMHASH_BENCH_REF_EMULATED (the pre-WAL
 #        sql.tsv files to compare the upkeep with, space-separated, relative
 #        to the tree), PMHASH_BENCH_OUT, PMHASH_BENCH_SKIP_BUILD=1,
@@ -124,6 +126,8 @@ CATCHUP_MAX=${PMHASH_BENCH_CATCHUP_MAX:-$D_CATCHUP}
 SYNC_COMMIT=${PMHASH_BENCH_SYNC_COMMIT:-off}
 SHARED_BUFFERS=${PMHASH_BENCH_SHARED_BUFFERS:-1GB}
 PRIMARY_PROBES=${PMHASH_BENCH_PRIMARY_PROBES:-1}
+SKIP=",${PMHASH_BENCH_SKIP:-},"
+skip() { [[ "$SKIP" == *",$1,"* ]]; }
 MODES=${PMHASH_BENCH_MODES:-file emulated}
 MODES=${MODES//,/ }
 # shellcheck disable=SC2034 # both read as ${!refs} in the report
@@ -592,9 +596,10 @@ EOF
 	local kinds=(logged)
 	[ "$UNLOGGED" = 1 ] && kinds+=(unlogged)
 	declare -A best=()
-	for kind in "${kinds[@]}"; do
-		pmh_head "$mode: INSERT ... SELECT of $ROWS rows into an empty $kind table, best of $REPEAT"
-		for r in $(seq 1 "$REPEAT"); do
+	# logged and unlogged take turns within each round, as the methods do
+	pmh_head "$mode: INSERT ... SELECT of $ROWS rows into an empty table (${kinds[*]}), best of $REPEAT"
+	for r in $(seq 1 "$REPEAT"); do
+		for kind in "${kinds[@]}"; do
 			for am in none "${AMS[@]}"; do
 				local unl='' idx=''
 				[ "$kind" = unlogged ] && unl=UNLOGGED
@@ -618,7 +623,7 @@ EOF
 					continue
 				}
 				read -r ms l0 l1 wal ckpt <<<"$(tail -n 1 <<<"$out")"
-				printf '    %-7s run %d: %s ms, WAL %s B (%s B/row), checkpoints during it: %s\n' "$am" "$r" "$ms" "$wal" \
+				printf '    %-7s %-8s run %d: %s ms, WAL %s B (%s B/row), checkpoints during it: %s\n' "$am" "$kind" "$r" "$ms" "$wal" \
 					"$(calc 'printf "%.1f", a / b' "$wal" "$ROWS")" "$ckpt"
 				best["$kind|$am"]=$(min "${best["$kind|$am"]:-}" "$ms")
 				record "$mode" "iselect_${kind}_ms_run$r" "$am" "$ms" ms
@@ -631,7 +636,9 @@ EOF
 				fi
 			done
 		done
-		psql_p -c "DROP TABLE IF EXISTS ins" >/dev/null
+	done
+	psql_p -c "DROP TABLE IF EXISTS ins" >/dev/null
+	for kind in "${kinds[@]}"; do
 		for am in none "${AMS[@]}"; do
 			[ -n "${best["$kind|$am"]:-}" ] && record "$mode" "iselect_${kind}_ms" "$am" "${best["$kind|$am"]}" ms
 		done
@@ -646,6 +653,7 @@ EOF
 	done
 
 	# --------------------------------------- pgbench: WAL per single row
+	if ! skip pgbench; then
 	pmh_head "$mode: WAL of single-row inserts: pgbench insert.sql, $CLIENTS clients, ${PGB_WAL_TIME}s, after a CHECKPOINT"
 	for am in none "${AMS[@]}"; do
 		local idx=''
@@ -692,8 +700,13 @@ EOF
 		wal_stats "$mode" pgb "$am" "$l0" "$l1" || STATUS=1
 	done
 	psql_p -c "DROP TABLE IF EXISTS pgb" -c "CHECKPOINT" >/dev/null
+	fi
 
 	# ---------------------------------------------- the standby, rebuild
+	if skip standby; then
+		pmh_cluster_stop
+		return 0
+	fi
 	pmh_head "$mode: hot standby: pg_basebackup -R -X stream"
 	SB_DIR=$PMH_CL_DIR/standby
 	SB_DATA=$SB_DIR/data
