@@ -59,6 +59,10 @@ typedef struct PmhashBuildState
 	ItemPointerData tids[PMHASH_BUILD_BATCH];
 	int			nwaiting;
 	bool		wal;			/* log the entries (pmhash_xlog_wanted) */
+	/* entries stored but not logged yet, PMHASH_XLOG_BATCH to a record */
+	uint64		wal_hashes[PMHASH_XLOG_BATCH];
+	ItemPointerData wal_tids[PMHASH_XLOG_BATCH];
+	int			nwal;
 } PmhashBuildState;
 
 /* is (hash, tag) waiting in the D-bucket of primary segment segno? */
@@ -156,6 +160,17 @@ pmhash_insert_entry(PmhashIndex *idx, uint64 hash, ItemPointer tid)
 	(void) pmhash_insert_entry_checked(idx, hash, tid, false);
 }
 
+/* log the stored entries that wait for the WAL (one INSERT record) */
+static void
+pmhash_build_wal(PmhashBuildState *bs)
+{
+	if (bs->nwal == 0)
+		return;
+	pmhash_xlog_insert(bs->idx.rel, bs->idx.shared->pool_id, bs->wal_hashes,
+					   bs->wal_tids, bs->nwal);
+	bs->nwal = 0;
+}
+
 /*
  * Insert the entries the heap scan has handed over, in their order.  First
  * the metadata each will touch (first line, fingerprint bucket, occupancy
@@ -190,8 +205,15 @@ pmhash_build_flush(PmhashBuildState *bs)
 		pmhash_insert_entry(&bs->idx, bs->hashes[i], &bs->tids[i]);
 	LWLockRelease(&bs->idx.shared->lock);
 	if (bs->wal)
-		pmhash_xlog_insert(bs->idx.rel, bs->idx.shared->pool_id, bs->hashes,
-						   bs->tids, bs->nwaiting);
+	{
+		if (bs->nwal + bs->nwaiting > PMHASH_XLOG_BATCH)
+			pmhash_build_wal(bs);
+		memcpy(&bs->wal_hashes[bs->nwal], bs->hashes,
+			   sizeof(uint64) * bs->nwaiting);
+		memcpy(&bs->wal_tids[bs->nwal], bs->tids,
+			   sizeof(ItemPointerData) * bs->nwaiting);
+		bs->nwal += bs->nwaiting;
+	}
 	bs->indtuples += bs->nwaiting;
 	bs->nwaiting = 0;
 	if (((uint64) bs->indtuples) % 4096 == 0)
@@ -350,7 +372,10 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	pmhash_stats_add_user_bytes(bs.idx.local,
 								(uint64) bs.indtuples * PMH_ENTRY_BYTES);
 	if (bs.wal)
+	{
+		pmhash_build_wal(&bs);
 		pmhash_xlog_build_end(index, pool_id);
+	}
 
 	result = (IndexBuildResult *) palloc(sizeof(IndexBuildResult));
 	result->heap_tuples = reltuples;

@@ -11,7 +11,7 @@
  *	INSERT		a transaction's entries, gathered over its collecting-log
  *				flushes (up to PMHASH_XLOG_BATCH) and logged when that
  *				many wait, and at PRE_COMMIT and PRE_PREPARE: before the
- *				commit record; and a build's entries, a batch at a time
+ *				commit record; and a build's entries, as many to a record
  *	BUILD_END	a build logged all its entries
  *	DELETE		the dead TIDs VACUUM removed from one range of hashes,
  *				before the deletions are persisted
@@ -110,7 +110,7 @@ pmhash_xlog_insert_key(const PmhashKey *key, uint64 pool_id,
 	xle.pool.relnode = key->relnode;
 	xle.pool.pool_id = pool_id;
 	xle.nentries = (uint32) n;
-	/* a build batch (32) fits on the stack */
+	/* a short record fits on the stack */
 	p = buf = (n <= 32) ? local : palloc(PMHASH_XLOG_ENTRY_BYTES * n);
 	for (i = 0; i < n; i++)
 	{
