@@ -347,39 +347,48 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 	d = AllocateDir(dir);
 	if (d == NULL)
 		return;					/* the template has no pmhash indexes */
-	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
+	/* free the DIR on error: redo runs this outside a transaction */
+	PG_TRY();
 	{
-		PmhashKey	from;
-		PmhashKey	to;
-		unsigned int spc;
-		unsigned int relnode;
-		char		tail;
+		while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
+		{
+			PmhashKey	from;
+			PmhashKey	to;
+			unsigned int spc;
+			unsigned int relnode;
+			char		tail;
 
-		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
-			tail != 'l')
-			continue;
-		memset(&from, 0, sizeof(from));
-		from.dbid = srcdb;
-		from.spcid = spc;
-		from.relnode = relnode;
-		to = from;
-		to.dbid = dstdb;
-		pmhash_pool_copy(de->d_name, &from, &to);
+			if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
+				tail != 'l')
+				continue;
+			memset(&from, 0, sizeof(from));
+			from.dbid = srcdb;
+			from.spcid = spc;
+			from.relnode = relnode;
+			to = from;
+			to.dbid = dstdb;
+			pmhash_pool_copy(de->d_name, &from, &to);
+		}
 	}
-	FreeDir(d);
+	PG_FINALLY();
+	{
+		FreeDir(d);
+	}
+	PG_END_TRY();
 }
 
 /*
  * Remove this database's orphan pools: pools whose index storage has no
  * relation file (neither its main fork nor, for an unlogged index on a
- * standby, its init fork).  A crash between a DROP's commit and the removal of its
- * pool leaves one; so does, on a standby, a primary that crashed before it
- * logged the removal, or a point-in-time recovery that stopped right
- * after the commit.  A pool is made after its storage's file (ambuild,
- * adoption, redo of CREATE after the file's own redo) and removed before
- * it (the commit and abort callbacks run before PostgreSQL unlinks the
- * files), so a pool without a file is never one that is being made or
- * used.  Run by the background worker once per database at every start.
+ * standby, its init fork).  A crash between a DROP's commit and the
+ * removal of its pool leaves one; so does, on a standby, a primary that
+ * crashed before it logged the removal, or a point-in-time recovery that
+ * stopped right after the commit.  A pool is made after its storage's
+ * file (ambuild, adoption, redo of CREATE after the file's own redo) and
+ * removed before it (the commit and abort callbacks run before PostgreSQL
+ * unlinks the files), so a pool without a file is never one that is being
+ * made or used.  Run by the background worker once per database at every
+ * start.
  */
 void
 pmhash_sweep_orphans(void)

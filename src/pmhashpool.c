@@ -718,9 +718,15 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 				 errmsg("could not open pool file \"%s\" of pmhash index \"%s\": %m",
 						src, indexname)));
 	if (unlink(dst) != 0 && errno != ENOENT)
+	{
+		int			save = errno;
+
+		close(in);
+		errno = save;
 		ereport(ERROR,
-					(errcode_for_file_access(),
-					 errmsg("could not replace pool file \"%s\": %m", dst)));
+				(errcode_for_file_access(),
+				 errmsg("could not replace pool file \"%s\": %m", dst)));
+	}
 	out = open(dst, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
 			   S_IRUSR | S_IWUSR);
 	if (out < 0)
