@@ -51,3 +51,30 @@ bench_plot() {
 # median NUMBER...: the middle one of the numbers (the lower middle of an
 # even count); nothing for none
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+
+# bench_timed_query PSQLFN SETTINGS QUERY: one timed run of QUERY (EXPLAIN
+# ANALYZE, TIMING OFF) after SETTINGS, through the psql command or function
+# PSQLFN; prints the execution time (ms) and the CPU time the backend used
+# (ms, from /proc: clock ticks), which a busy machine distorts less than
+# the wall clock
+bench_timed_query() {
+	local out tick
+	tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
+	out=$("$1" 2>&1 <<EOF
+SELECT pg_backend_pid() AS pid \gset
+\setenv PMH_BACKEND_PID :pid
+$2
+\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
+EXPLAIN (ANALYZE, TIMING OFF) $3;
+\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
+EOF
+	) || return 0
+	awk -v tick="$tick" '
+		/^cpu / { c[n++] = $2 }
+		/^Execution Time: / { ms = $3 }
+		END {
+			if (ms == "") exit
+			if (n == 2) printf "%s %.0f\n", ms, (c[1] - c[0]) * 1000 / tick
+			else printf "%s\n", ms
+		}' <<<"$out"
+}

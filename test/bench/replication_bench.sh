@@ -288,28 +288,8 @@ SET enable_bitmapscan = off; SET enable_memoize = off; SET enable_material = off
 SET enable_indexonlyscan = off;"
 join_query() { echo "SELECT count(*), sum(length(t.payload)) FROM p_$1 p JOIN t_$2 t ON t.k = p.k"; }
 plan_ok() { grep -q "Nested Loop" <<<"$2" && grep -q "Index Scan using idx_$1 on t_$1" <<<"$2"; }
-# timed_query PSQLFN QUERY: one timed run (EXPLAIN ANALYZE, TIMING OFF);
-# prints the execution time (ms) and the backend's CPU time (ms, /proc)
-timed_query() {
-	local out
-	out=$("$1" 2>&1 <<EOF
-SELECT pg_backend_pid() AS pid \gset
-\setenv PMH_BACKEND_PID :pid
-$SETTINGS
-\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
-EXPLAIN (ANALYZE, TIMING OFF) $2;
-\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
-EOF
-	) || return 0
-	awk -v tick="$TICK" '
-		/^cpu / { c[n++] = $2 }
-		/^Execution Time: / { ms = $3 }
-		END {
-			if (ms == "") exit
-			if (n == 2) printf "%s %.0f\n", ms, (c[1] - c[0]) * 1000 / tick
-			else printf "%s\n", ms
-		}' <<<"$out"
-}
+# timed_query PSQLFN QUERY: bench_timed_query of QUERY after the probe SETTINGS
+timed_query() { bench_timed_query "$1" "$SETTINGS" "$2"; }
 per_lookup_ns() { awk -v m="$1" -v n="$PROBES" 'BEGIN { printf "%.0f", m * 1e6 / n }'; }
 
 # probes MODE: the probe joins on the standby (and the primary)

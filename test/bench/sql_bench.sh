@@ -297,30 +297,8 @@ join_query() {
 		echo "SELECT count(*), sum(length(t.payload)) FROM p_$1 p JOIN t_$2 t ON t.k = p.k"
 	fi
 }
-# timed_query SETTINGS QUERY: one timed run; prints the execution time (ms)
-# and the CPU time the backend used (ms, from /proc: clock ticks), which a
-# busy machine distorts less than the wall clock
-timed_query() {
-	local out tick
-	tick=$(getconf CLK_TCK 2>/dev/null || echo 100)
-	out=$(sql 2>&1 <<EOF
-SELECT pg_backend_pid() AS pid \gset
-\setenv PMH_BACKEND_PID :pid
-$1
-\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
-EXPLAIN (ANALYZE, TIMING OFF) $2;
-\! awk '{ print "cpu", \$14 + \$15 }' /proc/\$PMH_BACKEND_PID/stat
-EOF
-	) || return 0
-	awk -v tick="$tick" '
-		/^cpu / { c[n++] = $2 }
-		/^Execution Time: / { ms = $3 }
-		END {
-			if (ms == "") exit
-			if (n == 2) printf "%s %.0f\n", ms, (c[1] - c[0]) * 1000 / tick
-			else printf "%s\n", ms
-		}' <<<"$out"
-}
+# timed_query SETTINGS QUERY: bench_timed_query through this cluster's psql
+timed_query() { bench_timed_query sql "$1" "$2"; }
 # probe_run WORKLOAD AM: timed_query of the probe join
 probe_run() { timed_query "$SETTINGS" "$(join_query "$1" "$2")"; }
 # any_query TABLE ARRAY: the query of one "= ANY" probe
