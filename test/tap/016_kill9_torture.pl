@@ -150,30 +150,7 @@ sub rows_by_key
 		$settings
 		SELECT c.k, array_agg(c.ctid ORDER BY c.ctid)
 		$from GROUP BY c.k ORDER BY c.k});
-	my %rows;
-	for my $line (split(/\n/, $out))
-	{
-		my ($k, $ctids) = split(/\|/, $line, 2);
-		$rows{$k} = $ctids;
-	}
-	return \%rows;
-}
-
-# the keys whose lists differ, and how, at most 10 of them
-sub differences
-{
-	my ($got, $want) = @_;
-	my %keys = map { $_ => 1 } (keys %$got, keys %$want);
-	my @diff;
-	for my $k (sort { $a <=> $b } keys %keys)
-	{
-		my $g = $got->{$k} // '(none)';
-		my $w = $want->{$k} // '(none)';
-		next if $g eq $w;
-		push @diff, "key $k: via index $g, via seqscan $w";
-		last if @diff >= 10;
-	}
-	return @diff;
+	return by_key([ split(/\n/, $out) ]);
 }
 
 # every key's ctids by index scan and by bitmap scan equal the seqscan's;

@@ -24,7 +24,8 @@ use Test::More;
 
 our @EXPORT = qw(plans_agree wait_rebuilt probe_while_rebuilding
   start_pgbench wait_pgbench workload_scripts power_cut forced_count
-  seq_count start_primary group_members wal_test_conf compare_t);
+  seq_count start_primary group_members wal_test_conf compare_t
+  by_key differences);
 
 # planner settings of the three plans, each complete (they are SET LOCAL in
 # one transaction, one after the other)
@@ -69,7 +70,7 @@ sub _defaults
 }
 
 # key => "{ctid,...}" of the lines "k|{...}"
-sub _by_key
+sub by_key
 {
 	my ($lines) = @_;
 	my %rows;
@@ -82,7 +83,7 @@ sub _by_key
 }
 
 # the keys whose lists differ, and how, at most 10 of them
-sub _differences
+sub differences
 {
 	my ($got, $want) = @_;
 	my %keys = map { $_ => 1 } (keys %$got, keys %$want);
@@ -223,12 +224,12 @@ sub plans_agree
 		$ok &= like(join("\n", @{ $s->{"explain_$plan"} }), $PLAN_RE{$plan}->($o{index}),
 			"$label: the forced plan is $PLAN_NAME{$plan} of $o{index}");
 	}
-	my $seq = _by_key($s->{seq});
+	my $seq = by_key($s->{seq});
 	$ok &= cmp_ok(scalar(keys %$seq), '>=', $o{min_keys},
 		"$label: the sequential scan finds at least $o{min_keys} of the keys");
 	for my $plan (@plans)
 	{
-		my @diff = _differences(_by_key($s->{$plan}), $seq);
+		my @diff = differences(by_key($s->{$plan}), $seq);
 		$ok &= ok(!@diff,
 			"$label: the $plan scan of $o{index} finds each key's rows exactly once")
 		  or diag(join("\n", @diff));
