@@ -31,21 +31,30 @@
 #   7. VACUUM: a fresh copy with the index, VACUUM, DELETE 10 % (50 %) of
 #      the rows spread over the table, then VACUUM (INDEX_CLEANUP ON)
 #      timed; index part = that minus the same without an index
-#   8. inserts while VACUUM runs: a fresh copy with the index, pgbench
-#      insert.sql at $VI_CLIENTS clients for $VI_TIME seconds alone, then
-#      again while another session runs VACUUM (INDEX_CLEANUP ON) back to
-#      back (10 % of the rows deleted before the first, 0.1 % after each),
-#      sampling pg_stat_activity every 10 ms: how often an inserting
-#      backend waits on pmhash's backup-log lock
+#   8. inserts while VACUUM runs: for each of the insert scripts
+#      (insert.sql, insert10.sql), a fresh copy with the index, pgbench at
+#      $VI_CLIENTS clients for $VI_TIME seconds alone, then again while
+#      another session runs VACUUM (INDEX_CLEANUP ON) back to back (10 % of
+#      the rows deleted before the first, 0.1 % after each), sampling
+#      pg_stat_activity every 10 ms: how often an inserting backend waits
+#      on pmhash's backup-log lock; synchronous_commit as the first of
+#      $SYNC_COMMIT
 #   9. pgbench scripts from test/bench/pgbench/ (select-only by key,
-#      single-row insert, 50/50 mixed, YCSB-A-like update mix) at each of
-#      $CLIENTS clients, $PGB_TIME seconds each, -M prepared, on the three
-#      tables in turn (renamed to "pgb"), $PGB_ROUNDS rounds of the three
-#      taking turns, the median of each method's runs reported; VACUUM
-#      after each write script;
-#      synchronous_commit = off unless PMHASH_BENCH_SYNC_COMMIT=on (else the
-#      WAL flush at every commit, the same for all three, hides the index;
-#      pmhash still persists its backup log before each commit record)
+#      single-row insert, 10-row insert, 50/50 mixed, YCSB-A-like update
+#      mix) at each of $CLIENTS clients, $PGB_TIME seconds each, -M
+#      prepared, on the three tables in turn (renamed to "pgb"),
+#      $PGB_ROUNDS rounds of the three taking turns, the median of each
+#      method's runs reported; VACUUM after each write script.
+#      synchronous_commit: select_only, mixed and ycsb_a run under the
+#      first setting of $SYNC_COMMIT ("off on"), insert and insert10 under
+#      each (off: no WAL flush at commit, which is the same for all three
+#      and would hide the index; on: PostgreSQL's default, what a new user
+#      gets; pmhash persists its backup log before each commit record
+#      either way).  The scripts of earlier versions run first, in their
+#      old order, then insert10, then the other settings' runs, so that the
+#      old rows are measured on tables grown as before; tsv names: those
+#      of earlier versions under the first setting, then
+#      pgbench_<script>_synccommit_<setting>_c<clients>_*
 #  10. report: sql.md (markdown: absolute numbers, ratios to btree and hash,
 #      the issue's targets), sql.tsv (one row per number), PNG plots
 #      (gnuplot), all in test/bench/results/<date>/ (or $PMHASH_BENCH_OUT)
@@ -61,7 +70,9 @@
 #        that many runs, the three methods taking turns),
 #        PMHASH_BENCH_VACINS_TIME (10 seconds per run of step 8; 0 skips
 #        it), PMHASH_BENCH_VACINS_CLIENTS (4),
-#        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT (off),
+#        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT ("off
+#        on": the synchronous_commit settings of step 9's insert scripts;
+#        the first also for every other pgbench run),
 #        PMHASH_BENCH_PIN_ONE (1: a 1-client pgbench run and its backend
 #        share one CPU; 0: the scheduler places them),
 #        PMHASH_BENCH_SHARED_BUFFERS (1GB),
@@ -97,13 +108,29 @@ PGB_ROUNDS=${PMHASH_BENCH_PGBENCH_ROUNDS:-3}
 VI_TIME=${PMHASH_BENCH_VACINS_TIME:-10}
 VI_CLIENTS=${PMHASH_BENCH_VACINS_CLIENTS:-4}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2 8}
-SYNC_COMMIT=${PMHASH_BENCH_SYNC_COMMIT:-off}
+SYNC_COMMIT=${PMHASH_BENCH_SYNC_COMMIT:-off on}
 SHARED_BUFFERS=${PMHASH_BENCH_SHARED_BUFFERS:-1GB}
 MODE=${PMHASH_BENCH_MODE:-emulated}
 SKIP=",${PMHASH_BENCH_SKIP:-},"
 skip() { [[ "$SKIP" == *",$1,"* ]]; }
 [[ "$PGB_ROUNDS" =~ ^[1-9][0-9]*$ ]] ||
 	pmh_die "PMHASH_BENCH_PGBENCH_ROUNDS: '$PGB_ROUNDS' is not a positive whole number"
+# the synchronous_commit settings of the pgbench write scripts; the first
+# is also that of every other pgbench run
+read -r -a SYNCS <<<"$SYNC_COMMIT"
+[ "${#SYNCS[@]}" -gt 0 ] || pmh_die "PMHASH_BENCH_SYNC_COMMIT: no setting given"
+for sc in "${SYNCS[@]}"; do
+	case "$sc" in
+		on | off | local | remote_write | remote_apply) ;;
+		*) pmh_die "PMHASH_BENCH_SYNC_COMMIT: '$sc' is not a value of synchronous_commit" ;;
+	esac
+	[ "$(printf '%s\n' "${SYNCS[@]}" | grep -cx "$sc")" = 1 ] ||
+		pmh_die "PMHASH_BENCH_SYNC_COMMIT: '$sc' is listed twice"
+done
+SYNC_FIRST=${SYNCS[0]}
+# the insert scripts: run beside VACUUM (step 8), and in pgbench (step 9)
+# under every synchronous_commit setting
+WRITE_SCRIPTS=(insert insert10)
 PIN_ONE=${PMHASH_BENCH_PIN_ONE:-1}
 [[ "$PIN_ONE" =~ ^[01]$ ]] ||
 	pmh_die "PMHASH_BENCH_PIN_ONE: '$PIN_ONE' is neither 0 nor 1"
@@ -511,13 +538,12 @@ fi
 # ------------------------------------------- inserts while VACUUM runs ---
 
 if ! skip vacins && [ "$VI_TIME" -gt 0 ]; then
-	pmh_head "single-row inserts, $VI_CLIENTS clients, ${VI_TIME}s: alone, then beside back-to-back VACUUMs"
 	PGBENCH_VI=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$VI_TIME"
-		-c "$VI_CLIENTS" -j "$((VI_CLIENTS < 2 ? VI_CLIENTS : 2))" -D rows="$ROWS" -f "$HERE/pgbench/insert.sql")
-	# vi_pgbench: run the insert script on "pgb"; prints its TPS
+		-c "$VI_CLIENTS" -j "$((VI_CLIENTS < 2 ? VI_CLIENTS : 2))" -D rows="$ROWS")
+	# vi_pgbench SCRIPT: run an insert script on "pgb"; prints its TPS
 	vi_pgbench() {
 		local out tps failed
-		out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PGBENCH_VI[@]}" bench 2>&1) || {
+		out=$(PGOPTIONS="-c synchronous_commit=$SYNC_FIRST" "${PGBENCH_VI[@]}" -f "$HERE/pgbench/$1.sql" bench 2>&1) || {
 			pmh_err "pgbench failed:"
 			tail -n 20 <<<"$out" | sed 's/^/    /' >&2
 			return 1
@@ -549,60 +575,97 @@ BEGIN
   END LOOP;
 END $$;
 EOF
-	for am in "${AMS[@]}"; do
-		sql >/dev/null <<EOF || {
+	for vs in "${WRITE_SCRIPTS[@]}"; do
+		pmh_head "$vs.sql, $VI_CLIENTS clients, ${VI_TIME}s: alone, then beside back-to-back VACUUMs"
+		# metric names: vacins_* for insert.sql (as before), vacins_insert10_*
+		vm=vacins
+		[ "$vs" = insert ] || vm=vacins_$vs
+		for am in "${AMS[@]}"; do
+			sql >/dev/null <<EOF || {
 DROP TABLE IF EXISTS pgb;
 CREATE TABLE pgb AS TABLE t_btree;
 CREATE INDEX pgb_k ON pgb USING $am (k);
 VACUUM pgb;
 CHECKPOINT;
 EOF
-			STATUS=1
-			continue
-		}
-		alone=$(vi_pgbench) || {
-			STATUS=1
-			continue
-		}
-		# dead rows for the first VACUUM; after each VACUUM 0.1 % more
-		sql -c "DELETE FROM pgb WHERE k % 100 < 10" >/dev/null || STATUS=1
-		stop=$LOGDIR/vacins.stop
-		rm -f "$stop" "$LOGDIR/vacins.count"
-		(
-			n=0 busy=0 i=0
-			while [ ! -e "$stop" ]; do
-				t0=$(pmh_now)
-				sql -c "VACUUM (INDEX_CLEANUP ON) pgb" >/dev/null || exit 1
-				busy=$(awk -v b="$busy" -v t0="$t0" -v t1="$(pmh_now)" 'BEGIN { printf "%.3f", b + t1 - t0 }')
-				n=$((n + 1))
-				sql -c "DELETE FROM pgb WHERE k <= $ROWS AND k % 1000 = $((i % 1000))" >/dev/null || exit 1
-				i=$((i + 1))
-			done
-			echo "$n $busy" >"$LOGDIR/vacins.count"
-		) &
-		vpid=$!
-		sql -c "CALL vi_sample($VI_TIME)" >"$LOGDIR/vacins.waits" 2>&1 &
-		spid=$!
-		beside=$(vi_pgbench) || STATUS=1
-		touch "$stop"
-		wait "$vpid" || STATUS=1
-		wait "$spid" || STATUS=1
-		waits=$(awk -F'|' 'NF == 2 && $1 > 0 { printf "%.1f", 100 * $2 / $1 }' "$LOGDIR/vacins.waits")
-		read -r nvac busy <"$LOGDIR/vacins.count" 2>/dev/null || nvac='' busy=''
-		printf '    %-7s alone %6s tps, beside VACUUM %6s tps (%s VACUUMs, %s s of them, the last one waited for; %s %% of inserter samples on the pmhash log lock)\n' \
-			"$am" "$alone" "${beside:-n/a}" "${nvac:-n/a}" "${busy:-n/a}" "${waits:-n/a}"
-		record vacins_alone_tps "$am" "$alone" tps
-		[ -n "${beside:-}" ] && record vacins_vacuum_tps "$am" "$beside" tps
-		[ -n "${nvac:-}" ] && record vacins_vacuums "$am" "$nvac" count
-		[ -n "${busy:-}" ] && record vacins_vacuum_s "$am" "$busy" s
-		[ -n "${waits:-}" ] && record vacins_log_lock_pct "$am" "$waits" %
+				STATUS=1
+				continue
+			}
+			alone=$(vi_pgbench "$vs") || {
+				STATUS=1
+				continue
+			}
+			# dead rows for the first VACUUM; after each VACUUM 0.1 % more
+			sql -c "DELETE FROM pgb WHERE k % 100 < 10" >/dev/null || STATUS=1
+			stop=$LOGDIR/vacins.stop
+			rm -f "$stop" "$LOGDIR/vacins.count"
+			(
+				n=0 busy=0 i=0
+				while [ ! -e "$stop" ]; do
+					t0=$(pmh_now)
+					sql -c "VACUUM (INDEX_CLEANUP ON) pgb" >/dev/null || exit 1
+					busy=$(awk -v b="$busy" -v t0="$t0" -v t1="$(pmh_now)" 'BEGIN { printf "%.3f", b + t1 - t0 }')
+					n=$((n + 1))
+					sql -c "DELETE FROM pgb WHERE k <= $ROWS AND k % 1000 = $((i % 1000))" >/dev/null || exit 1
+					i=$((i + 1))
+				done
+				echo "$n $busy" >"$LOGDIR/vacins.count"
+			) &
+			vpid=$!
+			sql -c "CALL vi_sample($VI_TIME)" >"$LOGDIR/vacins.waits" 2>&1 &
+			spid=$!
+			beside=$(vi_pgbench "$vs") || STATUS=1
+			touch "$stop"
+			wait "$vpid" || STATUS=1
+			wait "$spid" || STATUS=1
+			waits=$(awk -F'|' 'NF == 2 && $1 > 0 { printf "%.1f", 100 * $2 / $1 }' "$LOGDIR/vacins.waits")
+			read -r nvac busy <"$LOGDIR/vacins.count" 2>/dev/null || nvac='' busy=''
+			printf '    %-7s alone %6s tps, beside VACUUM %6s tps (%s VACUUMs, %s s of them, the last one waited for; %s %% of inserter samples on the pmhash log lock)\n' \
+				"$am" "$alone" "${beside:-n/a}" "${nvac:-n/a}" "${busy:-n/a}" "${waits:-n/a}"
+			record "${vm}_alone_tps" "$am" "$alone" tps
+			[ -n "${beside:-}" ] && record "${vm}_vacuum_tps" "$am" "$beside" tps
+			[ -n "${nvac:-}" ] && record "${vm}_vacuums" "$am" "$nvac" count
+			[ -n "${busy:-}" ] && record "${vm}_vacuum_s" "$am" "$busy" s
+			[ -n "${waits:-}" ] && record "${vm}_log_lock_pct" "$am" "$waits" %
+		done
 	done
 	sql -c "DROP TABLE IF EXISTS pgb; DROP PROCEDURE vi_sample" >/dev/null
 fi
 
 # ------------------------------------------------------------- pgbench ---
 
-SCRIPTS=(select_only insert mixed ycsb_a)
+# The pgbench runs, "script:synchronous_commit", in the order they run:
+# the scripts of earlier versions first, in their old order, under the
+# first setting, so that their rows are measured on tables grown as
+# before; then insert10; then the write scripts under each further setting.
+PGB_RUNS=()
+for s in select_only insert mixed ycsb_a insert10; do
+	PGB_RUNS+=("$s:$SYNC_FIRST")
+done
+for sc in "${SYNCS[@]:1}"; do
+	for s in "${WRITE_SCRIPTS[@]}"; do
+		PGB_RUNS+=("$s:$sc")
+	done
+done
+# the same runs in the report's order: each write script under every
+# setting together
+PGB_REPORT=("select_only:$SYNC_FIRST")
+for s in "${WRITE_SCRIPTS[@]}"; do
+	for sc in "${SYNCS[@]}"; do
+		PGB_REPORT+=("$s:$sc")
+	done
+done
+PGB_REPORT+=("mixed:$SYNC_FIRST" "ycsb_a:$SYNC_FIRST")
+# pgb_key SCRIPT SETTING: the name of a run in metric and file names: the
+# script's name under the first setting (the names of earlier versions),
+# else SCRIPT_synccommit_SETTING
+pgb_key() {
+	if [ "$2" = "$SYNC_FIRST" ]; then
+		printf '%s' "$1"
+	else
+		printf '%s_synccommit_%s' "$1" "$2"
+	fi
+}
 # postmaster_pid: the process id of the benchmark cluster's postmaster
 postmaster_pid() {
 	head -n 1 "$PMH_CL_DATA/postmaster.pid" 2>/dev/null
@@ -654,8 +717,10 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 	fi
 	TICK=$(getconf CLK_TCK 2>/dev/null || echo 100)
 	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
-	for s in "${SCRIPTS[@]}"; do
-		pmh_head "pgbench $s.sql, ${PGB_TIME}s per run, medians of $PGB_ROUNDS rounds"
+	for run in "${PGB_RUNS[@]}"; do
+		s=${run%%:*} sc=${run#*:}
+		key=$(pgb_key "$s" "$sc")
+		pmh_head "pgbench $s.sql, synchronous_commit = $sc, ${PGB_TIME}s per run, medians of $PGB_ROUNDS rounds"
 		for c in $CLIENTS; do
 			j=$((c < 2 ? c : 2))
 			declare -A RUNS=() CPUS=()
@@ -673,7 +738,7 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 						pin_server "$PIN_CPU" && PIN=(taskset -c "$PIN_CPU")
 					fi
 					cpu0=$(backends_cpu_ticks)
-					out=$(PGOPTIONS="-c synchronous_commit=$SYNC_COMMIT" "${PIN[@]}" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
+					out=$(PGOPTIONS="-c synchronous_commit=$sc" "${PIN[@]}" "${PGBENCH[@]}" -c "$c" -j "$j" -D rows="$ROWS" -f "$HERE/pgbench/$s.sql" bench 2>&1)
 					rc=$?
 					pgbench_gone && cpu1=$(backends_cpu_ticks) || cpu1=''
 					if [ "${#PIN[@]}" -gt 0 ]; then
@@ -684,7 +749,7 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 					tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
 					failed=$(sed -n -E 's/^number of failed transactions: ([0-9]+).*/\1/p' <<<"$out")
 					if [ "$rc" -ne 0 ] || [ -z "$tps" ] || [ "${failed:-0}" != 0 ]; then
-						pmh_err "pgbench $s, $c clients, $am failed (exit $rc):"
+						pmh_err "pgbench $s, synchronous_commit = $sc, $c clients, $am failed (exit $rc):"
 						tail -n 20 <<<"$out" | sed 's/^/    /'
 						STATUS=1
 						continue
@@ -705,9 +770,9 @@ if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 				# shellcheck disable=SC2086
 				cpu=$(median ${CPUS[$am]:-})
 				printf '    %2d clients %-7s %10.0f tps (runs:%s), backend CPU %s us / transaction\n' "$c" "$am" "$tps" "${RUNS[$am]}" "${cpu:-n/a}"
-				record "pgbench_${s}_c${c}_tps" "$am" "$tps" tps
-				record "pgbench_${s}_c${c}_runs" "$am" "${RUNS[$am]# }" tps
-				[ -n "$cpu" ] && record "pgbench_${s}_c${c}_cpu_us" "$am" "$cpu" us
+				record "pgbench_${key}_c${c}_tps" "$am" "$tps" tps
+				record "pgbench_${key}_c${c}_runs" "$am" "${RUNS[$am]# }" tps
+				[ -n "$cpu" ] && record "pgbench_${key}_c${c}_cpu_us" "$am" "$cpu" us
 			done
 			unset RUNS CPUS
 		done
@@ -748,22 +813,27 @@ row() {
 		"$(num_or_na "$h")" "$rb" "$rh" "${3:-}"
 }
 
-# pgbench_rows UNIT [targets]: a table row per pgbench script and client
-# count of metric pgbench_<script>_c<clients>_UNIT; with "targets", a last
-# column judging the transaction rate against the issue's targets
+# pgbench_rows UNIT [targets]: a table row per pgbench run (script and
+# synchronous_commit) and client count of metric
+# pgbench_<key>_c<clients>_UNIT; with "targets", a last column judging the
+# transaction rate against the issues' targets (select-only: >= hash;
+# issue 30: the insert scripts >= btree, under every setting)
 pgbench_rows() {
-	local s c m p b h tgt
-	for s in "${SCRIPTS[@]}"; do
+	local run s sc c m p b h tgt
+	for run in "${PGB_REPORT[@]}"; do
+		s=${run%%:*} sc=${run#*:}
 		for c in $CLIENTS; do
-			m=pgbench_${s}_c${c}_$1
+			m=pgbench_$(pgb_key "$s" "$sc")_c${c}_$1
 			p=$(val "$m" pmhash) b=$(val "$m" btree) h=$(val "$m" hash)
 			tgt=''
 			if [ "${2:-}" = targets ]; then
-				[ "$s" = select_only ] && tgt=">= hash: $(verdict_ge "$(ratio "$p" "$h")" 1)"
-				[ "$s" = insert ] && tgt=">= btree: $(verdict_ge "$(ratio "$p" "$b")" 1)"
+				case "$s" in
+					select_only) tgt=">= hash: $(verdict_ge "$(ratio "$p" "$h")" 1)" ;;
+					insert | insert10) tgt=">= btree: $(verdict_ge "$(ratio "$p" "$b")" 1)" ;;
+				esac
 				tgt=" $tgt |"
 			fi
-			printf '| %s | %s | %s | %s | %s | %s | %s |%s\n' "$s" "$c" "$(num_or_na "$p")" \
+			printf '| %s | %s | %s | %s | %s | %s | %s | %s |%s\n' "$s" "$sc" "$c" "$(num_or_na "$p")" \
 				"$(num_or_na "$b")" "$(num_or_na "$h")" "$(ratio "$p" "$b")" "$(ratio "$p" "$h")" "$tgt"
 		done
 	done
@@ -813,15 +883,19 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The = ANY rows look the same keys, positive and negative uniform, up as arrays of $ARRAYLEN, one query per array with the array as a constant (EXECUTE ... USING in a PL/pgSQL loop: planning included); a hash index has no array scans (only its bitmap scan, one index scan per element, takes an array), so its index-scan cell is empty. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
 	if ! skip vacins && [ "$VI_TIME" -gt 0 ]; then
 		echo
-		echo "Single-row inserts (pgbench insert.sql, $VI_CLIENTS clients, ${VI_TIME}s, synchronous_commit = $SYNC_COMMIT) into a copy of the table, alone and then beside back-to-back VACUUM (INDEX_CLEANUP ON) runs, each after deleting 0.1 % of the rows (the first after 10 %):"
+		echo "Inserts (pgbench insert.sql, one row per transaction, and insert10.sql, ten; $VI_CLIENTS clients, ${VI_TIME}s, synchronous_commit = $SYNC_FIRST) into a fresh copy of the table, alone and then beside back-to-back VACUUM (INDEX_CLEANUP ON) runs, each after deleting 0.1 % of the rows (the first after 10 %):"
 		echo
 		echo "| | pmhash | btree | hash | pmhash / btree | pmhash / hash | |"
 		echo "| --- | --- | --- | --- | --- | --- | --- |"
-		row "inserts alone (tps)" vacins_alone_tps
-		row "inserts beside VACUUM (tps)" vacins_vacuum_tps
-		row "VACUUMs run meanwhile" vacins_vacuums
-		row "seconds spent in them (the last one is waited for)" vacins_vacuum_s
-		row "inserting backends waiting on the pmhash log lock (% of samples)" vacins_log_lock_pct
+		for vs in "${WRITE_SCRIPTS[@]}"; do
+			vm=vacins
+			[ "$vs" = insert ] || vm=vacins_$vs
+			row "$vs: alone (tps)" "${vm}_alone_tps"
+			row "$vs: beside VACUUM (tps)" "${vm}_vacuum_tps"
+			row "$vs: VACUUMs run meanwhile" "${vm}_vacuums"
+			row "$vs: seconds spent in them (the last one is waited for)" "${vm}_vacuum_s"
+			row "$vs: inserting backends waiting on the pmhash log lock (% of samples)" "${vm}_log_lock_pct"
+		done
 	fi
 	if ! skip pgbench && [ "$PGB_TIME" -gt 0 ]; then
 		echo
@@ -830,16 +904,21 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 		else
 			pinned="; no run pinned to a CPU"
 		fi
-		echo "pgbench (-M prepared, synchronous_commit = $SYNC_COMMIT, transactions per second, the median of $PGB_ROUNDS runs of ${PGB_TIME}s each, the three methods taking turns$pinned; every run is in sql.tsv; scripts in test/bench/pgbench/):"
+		if [ "${#SYNCS[@]}" -gt 1 ]; then
+			sctext="select_only, mixed and ycsb_a under synchronous_commit = $SYNC_FIRST, the insert scripts under each of $(printf '%s\n' "${SYNCS[@]}" | paste -sd, - | sed 's/,/, /g')"
+		else
+			sctext="synchronous_commit = $SYNC_FIRST"
+		fi
+		echo "pgbench (-M prepared, $sctext; transactions per second, the median of $PGB_ROUNDS runs of ${PGB_TIME}s each, the three methods taking turns$pinned; every run is in sql.tsv; scripts in test/bench/pgbench/: insert adds one row per transaction, insert10 ten in one INSERT; with synchronous_commit = on, PostgreSQL's default, each commit also waits for its WAL flush, the same for all three):"
 		echo
-		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
-		echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
+		echo "| script | synchronous_commit | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash | target |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- | --- |"
 		pgbench_rows tps targets
 		echo
 		echo "The same runs, as the CPU time the server's backends used per transaction (us; lower is better; the medians of the runs; from the postmaster's reaped-children times, so it includes the backends' parsing, planning, executor and commit, and a few ms of this script's own sessions per run). Where two transaction rates differ more than these do, the difference is the machine's scheduling rather than the access method:"
 		echo
-		echo "| script | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash |"
-		echo "| --- | --- | --- | --- | --- | --- | --- |"
+		echo "| script | synchronous_commit | clients | pmhash | btree | hash | pmhash / btree | pmhash / hash |"
+		echo "| --- | --- | --- | --- | --- | --- | --- | --- |"
 		pgbench_rows cpu_us
 	fi
 	echo
@@ -865,15 +944,16 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 			"$(ratio "$(val "${m%%:*}" pmhash)" "$(val "${m%%:*}" hash)")"
 	done
 } >"$OUT/sql_ratios.dat"
-for s in "${SCRIPTS[@]}"; do
+for run in "${PGB_RUNS[@]}"; do
+	key=$(pgb_key "${run%%:*}" "${run#*:}")
 	{
 		printf '# clients pmhash btree hash\n'
 		for c in $CLIENTS; do
-			m=pgbench_${s}_c${c}_tps
+			m=pgbench_${key}_c${c}_tps
 			printf '%s %s %s %s\n' "$c" "$(num_or_na "$(val "$m" pmhash)")" "$(num_or_na "$(val "$m" btree)")" \
 				"$(num_or_na "$(val "$m" hash)")"
 		done
-	} >"$OUT/sql_pgbench_$s.dat"
+	} >"$OUT/sql_pgbench_$key.dat"
 done
 
 # has_numbers FILE...: does any data row (after the header) of the files
@@ -913,30 +993,46 @@ plot "sql_ratios.dat" using 2:xtic(1) title "pmhash / btree", "" using 3 title "
 EOF
 fi
 
+# sql_pgbench.png: one panel per pgbench run, three to a row: the first
+# row select-only, mixed and YCSB-A; then a row per synchronous_commit
+# setting with the two insert scripts; a run without numbers leaves its
+# panel empty (gnuplot stops at an empty plot)
 PGB_DATS=()
-for s in "${SCRIPTS[@]}"; do
-	PGB_DATS+=("$OUT/sql_pgbench_$s.dat")
+for run in "${PGB_RUNS[@]}"; do
+	PGB_DATS+=("$OUT/sql_pgbench_$(pgb_key "${run%%:*}" "${run#*:}").dat")
 done
+# pgb_panel SCRIPT SETTING TITLE: the gnuplot lines of one panel
+pgb_panel() {
+	local dat
+	dat=sql_pgbench_$(pgb_key "$1" "$2").dat
+	if has_numbers "$OUT/$dat"; then
+		printf 'set title "%s\\nsynchronous_commit = %s"\n' "$3" "$2"
+		printf 'plot "%s" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2\n' "$dat"
+	else
+		printf 'set multiplot next\n'
+	fi
+}
 if has_numbers "${PGB_DATS[@]}"; then
 	bench_plot "$OUT" <<EOF
 $PLOT_STYLE
+set terminal pngcairo size 1350,$((420 * (1 + ${#SYNCS[@]}))) font ",10" noenhanced
 set output "sql_pgbench.png"
 unset title
 set style data linespoints
-set multiplot layout 2,2 title "pgbench TPS by clients ($ROWS rows, $MODE pools, ${PGB_TIME}s runs)"
+set multiplot layout $((1 + ${#SYNCS[@]})),3 title "pgbench TPS by clients ($ROWS rows, $MODE pools, ${PGB_TIME}s runs)"
 set xlabel "clients"
 set ylabel "TPS"
 set logscale x 2
 set xrange [0.8:*]
 set key bottom right
-set title "select-only"
-plot "sql_pgbench_select_only.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
-set title "single-row insert"
-plot "sql_pgbench_insert.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
-set title "50/50 select/insert"
-plot "sql_pgbench_mixed.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
-set title "YCSB-A-like (50/50 select/update)"
-plot "sql_pgbench_ycsb_a.dat" using 1:2 title "pmhash" lw 2, "" using 1:3 title "btree" lw 2, "" using 1:4 title "hash" lw 2
+$(pgb_panel select_only "$SYNC_FIRST" "select-only")
+$(pgb_panel mixed "$SYNC_FIRST" "50/50 select/insert")
+$(pgb_panel ycsb_a "$SYNC_FIRST" "YCSB-A-like (50/50 select/update)")
+$(for sc in "${SYNCS[@]}"; do
+	pgb_panel insert "$sc" "single-row insert"
+	pgb_panel insert10 "$sc" "10-row insert"
+	printf 'set multiplot next\n'
+done)
 unset multiplot
 EOF
 fi
