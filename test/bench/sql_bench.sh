@@ -56,8 +56,13 @@
 #      of earlier versions under the first setting, then
 #      pgbench_<script>_synccommit_<setting>_c<clients>_*
 #  10. report: sql.md (markdown: absolute numbers, ratios to btree and hash,
-#      the issue's targets), sql.tsv (one row per number), PNG plots
-#      (gnuplot), all in test/bench/results/<date>/ (or $PMHASH_BENCH_OUT)
+#      the targets: issue 30's, set for ordinary-file pools and judged in
+#      either mode, insert upkeep <= 0.5 x hash's, COPY upkeep <= hash's,
+#      the index part of VACUUM after 10 % and 50 % <= btree's, CREATE
+#      INDEX <= 0.5 x btree's, the pgbench insert scripts >= btree's TPS
+#      under every synchronous_commit; and the older probe and select-only
+#      ones), sql.tsv (one row per number), PNG plots (gnuplot), all in
+#      test/bench/results/<date>/ (or $PMHASH_BENCH_OUT)
 #
 # Numbers are measurements, never assertions: the exit status is 0 unless
 # a step failed or the access methods disagreed on an answer.
@@ -842,6 +847,9 @@ pgbench_rows() {
 PROBE_TARGET_B=$(ratio "$(val probe_pos_uniform_ns pmhash)" "$(val probe_pos_uniform_ns btree)")
 PROBE_TARGET_H=$(ratio "$(val probe_pos_uniform_ns pmhash)" "$(val probe_pos_uniform_ns hash)")
 UPKEEP_H=$(ratio "$(val insert_upkeep_ms pmhash)" "$(val insert_upkeep_ms hash)")
+COPY_H=$(ratio "$(val copy_upkeep_ms pmhash)" "$(val copy_upkeep_ms hash)")
+VACUUM10_B=$(ratio "$(val vacuum10_index_ms pmhash)" "$(val vacuum10_index_ms btree)")
+VACUUM50_B=$(ratio "$(val vacuum50_index_ms pmhash)" "$(val vacuum50_index_ms btree)")
 BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 
 {
@@ -872,12 +880,13 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	row "probe = ANY ($ARRAYLEN keys), negative, index scan (ns / key)" anyindex_neg_uniform_ns
 	row "probe = ANY ($ARRAYLEN keys), positive, bitmap scan (ns / key)" anybitmap_pos_uniform_ns
 	row "probe = ANY ($ARRAYLEN keys), negative, bitmap scan (ns / key)" anybitmap_neg_uniform_ns
-	row "insert upkeep, INSERT ... SELECT (ms)" insert_upkeep_ms "<= 0.3 x hash: $(verdict_le "$UPKEEP_H" 0.3)"
-	row "insert upkeep, COPY (ms)" copy_upkeep_ms
+	row "insert upkeep, INSERT ... SELECT (ms)" insert_upkeep_ms "<= 0.5 x hash: $(verdict_le "$UPKEEP_H" 0.5)"
+	row "insert upkeep, COPY (ms)" copy_upkeep_ms "<= hash: $(verdict_le "$COPY_H" 1)"
 	row "insert upkeep, exclusion constraint (ms)" exclusion_upkeep_ms
-	row "VACUUM after deleting 10 % (ms, index part)" vacuum10_index_ms
-	row "VACUUM after deleting 50 % (ms, index part)" vacuum50_index_ms
+	row "VACUUM after deleting 10 % (ms, index part)" vacuum10_index_ms "<= btree: $(verdict_le "$VACUUM10_B" 1)"
+	row "VACUUM after deleting 50 % (ms, index part)" vacuum50_index_ms "<= btree: $(verdict_le "$VACUUM50_B" 1)"
 	echo
+	echo "Targets: those of CREATE INDEX, insert upkeep (INSERT ... SELECT, COPY), VACUUM (its index part) and the pgbench insert scripts are issue 30's, set for ordinary-file pools and judged here in either mode (this run: $MODE); the probe and select-only targets are older."
 	echo "Without an index: INSERT ... SELECT $(num_or_na "$(val insert none)") ms, COPY $(num_or_na "$(val copy none)") ms, VACUUM after 10 % / 50 %: $(num_or_na "$(val vac10 none)") / $(num_or_na "$(val vac50 none)") ms."
 	echo "pmhash after CREATE INDEX: pool $(num_or_na "$(val pool_bytes_per_entry pmhash)") B/entry, shared memory $(num_or_na "$(val shmem_bytes_per_entry pmhash)") B/entry, load factor $(num_or_na "$(val load_factor pmhash)"); write amplification of the INSERT ... SELECT load: $(num_or_na "$(val wa pmhash)") (media model)."
 	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The = ANY rows look the same keys, positive and negative uniform, up as arrays of $ARRAYLEN, one query per array with the array as a constant (EXECUTE ... USING in a PL/pgSQL loop: planning included); a hash index has no array scans (only its bitmap scan, one index scan per element, takes an array), so its index-scan cell is empty. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
