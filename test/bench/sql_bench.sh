@@ -27,10 +27,15 @@
 #      COPY FROM a file; the same INSERT into a table whose index backs an
 #      exclusion constraint (EXCLUDE USING am (k WITH =): each row's check
 #      is an index lookup, and pmhash writes each entry at once); best of
-#      $REPEAT each, interleaved
+#      $REPEAT each, interleaved; for pmhash also the pool syncs of the
+#      fastest run (below)
 #   7. VACUUM: a fresh copy with the index, VACUUM, DELETE 10 % (50 %) of
 #      the rows spread over the table, then VACUUM (INDEX_CLEANUP ON)
-#      timed; index part = that minus the same without an index
+#      timed; index part = that minus the same without an index; for
+#      pmhash also its pool syncs.  Pool syncs: pmhash_stats()'s syncs and
+#      sync_bytes (msync calls, bytes), read in the timed statement's
+#      session just before and after it (through to_jsonb, so that a
+#      pmhash without those columns reports none and the script still runs)
 #   8. inserts while VACUUM runs: for each of the insert scripts
 #      (insert.sql, insert10.sql), a fresh copy with the index, pgbench at
 #      $VI_CLIENTS clients for $VI_TIME seconds alone, then again while
@@ -204,6 +209,43 @@ EOF
 		return 1
 	}
 	tail -n 1 <<<"$out"
+}
+
+# timed_sql_syncs INDEX SQL...: timed_sql, and what the last statement
+# cost pmhash index INDEX in pool syncs: pmhash_stats()'s syncs and
+# sync_bytes (msync calls and the bytes they covered), read in the same
+# session just before and after the statement; prints "MS SYNCS BYTES",
+# SYNCS and BYTES "-" when this pmhash does not report them (to_jsonb:
+# NULL for a column pmhash_stats does not have)
+timed_sql_syncs() {
+	local idx=$1 out
+	shift
+	out=$(sql 2>&1 <<EOF
+CHECKPOINT;
+SELECT coalesce(to_jsonb(s) ->> 'syncs', '') AS s0, coalesce(to_jsonb(s) ->> 'sync_bytes', '') AS b0
+  FROM pmhash_stats('$idx'::regclass) s \gset
+SELECT clock_timestamp() AS t0 \gset
+$*;
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1) AS ms \gset
+SELECT concat_ws(' ', :'ms',
+         coalesce(((to_jsonb(s) ->> 'syncs')::numeric - nullif(:'s0', '')::numeric)::text, '-'),
+         coalesce(((to_jsonb(s) ->> 'sync_bytes')::numeric - nullif(:'b0', '')::numeric)::text, '-'))
+  FROM pmhash_stats('$idx'::regclass) s;
+EOF
+	) || {
+		pmh_err "SQL failed: $out"
+		return 1
+	}
+	tail -n 1 <<<"$out"
+}
+
+# syncs_text SYNCS BYTES: how a report states them
+syncs_text() {
+	if [ "${1:--}" = - ] || [ "${2:--}" = - ]; then
+		printf 'not reported by this pmhash'
+	else
+		printf '%s msync calls, %s bytes' "$1" "$2"
+	fi
 }
 
 # min A B: the smaller (empty counts as infinity)
@@ -458,6 +500,16 @@ if ! skip probe; then
 	done
 fi
 
+# record_syncs STEP: the pool syncs of pmhash's STEP (V[STEP_syncs|pmhash],
+# V[STEP_sync_bytes|pmhash]) into sql.tsv, as STEP_syncs and
+# STEP_sync_bytes, when this pmhash reports them
+record_syncs() {
+	local sy=${V["${1}_syncs|pmhash"]:-} sb=${V["${1}_sync_bytes|pmhash"]:-}
+	[ -n "$sy" ] && [ "$sy" != - ] && record "${1}_syncs" pmhash "$sy" count
+	[ -n "$sb" ] && [ "$sb" != - ] && record "${1}_sync_bytes" pmhash "$sb" B
+	return 0
+}
+
 # ------------------------------------------------------- insert upkeep ---
 
 if ! skip upkeep; then
@@ -482,13 +534,28 @@ if ! skip upkeep; then
 						STATUS=1
 						continue
 					}
-				[ "$am" = pmhash ] && sql -c "SELECT pmhash_reset_stats()" >/dev/null
-				ms=$(timed_sql "$stmt") || {
-					STATUS=1
-					continue
-				}
-				printf '    %-7s run %d: %s ms\n' "$am" "$r" "$ms"
-				V["$how|$am"]=$(min "${V["$how|$am"]:-}" "$ms")
+				syncs=''
+				if [ "$am" = pmhash ]; then
+					sql -c "SELECT pmhash_reset_stats()" >/dev/null
+					out=$(timed_sql_syncs ins_k "$stmt") || {
+						STATUS=1
+						continue
+					}
+					read -r ms sy sb <<<"$out"
+					syncs=" (pool syncs: $(syncs_text "$sy" "$sb"))"
+				else
+					ms=$(timed_sql "$stmt") || {
+						STATUS=1
+						continue
+					}
+				fi
+				printf '    %-7s run %d: %s ms%s\n' "$am" "$r" "$ms" "$syncs"
+				best=$(min "${V["$how|$am"]:-}" "$ms")
+				# the syncs of the fastest run, the one whose time counts
+				if [ "$am" = pmhash ] && [ "$best" = "$ms" ]; then
+					V["${how}_syncs|pmhash"]=$sy V["${how}_sync_bytes|pmhash"]=$sb
+				fi
+				V["$how|$am"]=$best
 				if [ "$am" = pmhash ] && [ "$how" = insert ]; then
 					V["wa|pmhash"]=$(sql -c "SELECT round(write_amplification::numeric, 2) FROM pmhash_stats('ins_k')")
 				fi
@@ -500,6 +567,7 @@ if ! skip upkeep; then
 			[ -n "${V["$how|$am"]:-}" ] && [ -n "${V["$how|none"]:-}" ] || continue
 			record "${how}_upkeep_ms" "$am" "$(awk -v a="${V["$how|$am"]}" -v b="${V["$how|none"]}" 'BEGIN { printf "%.1f", a - b }')" ms
 		done
+		record_syncs "$how"
 	done
 	[ -n "${V["wa|pmhash"]:-}" ] && record insert_write_amplification pmhash "${V["wa|pmhash"]}" ""
 	rm -f "$COPY_FILE"
@@ -523,11 +591,22 @@ EOF
 				STATUS=1
 				continue
 			fi
-			ms=$(timed_sql "VACUUM (INDEX_CLEANUP ON) vac") || {
-				STATUS=1
-				continue
-			}
-			printf '    %-7s %s ms\n' "$am" "$ms"
+			syncs=''
+			if [ "$am" = pmhash ]; then
+				out=$(timed_sql_syncs vac_k "VACUUM (INDEX_CLEANUP ON) vac") || {
+					STATUS=1
+					continue
+				}
+				read -r ms sy sb <<<"$out"
+				syncs=" (pool syncs: $(syncs_text "$sy" "$sb"))"
+				V["vacuum${pct}_syncs|pmhash"]=$sy V["vacuum${pct}_sync_bytes|pmhash"]=$sb
+			else
+				ms=$(timed_sql "VACUUM (INDEX_CLEANUP ON) vac") || {
+					STATUS=1
+					continue
+				}
+			fi
+			printf '    %-7s %s ms%s\n' "$am" "$ms" "$syncs"
 			V["vac$pct|$am"]=$ms
 		done
 		sql -c "DROP TABLE IF EXISTS vac" >/dev/null
@@ -537,6 +616,7 @@ EOF
 			record "vacuum${pct}_ms" "$am" "${V["vac$pct|$am"]}" ms
 			record "vacuum${pct}_index_ms" "$am" "$(awk -v a="${V["vac$pct|$am"]}" -v b="${V["vac$pct|none"]}" 'BEGIN { printf "%.1f", a - b }')" ms
 		done
+		record_syncs "vacuum$pct"
 	done
 fi
 
@@ -889,6 +969,19 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 	echo "Targets: those of CREATE INDEX, insert upkeep (INSERT ... SELECT, COPY), VACUUM (its index part) and the pgbench insert scripts are issue 30's, set for ordinary-file pools and judged here in either mode (this run: $MODE); the probe and select-only targets are older."
 	echo "Without an index: INSERT ... SELECT $(num_or_na "$(val insert none)") ms, COPY $(num_or_na "$(val copy none)") ms, VACUUM after 10 % / 50 %: $(num_or_na "$(val vac10 none)") / $(num_or_na "$(val vac50 none)") ms."
 	echo "pmhash after CREATE INDEX: pool $(num_or_na "$(val pool_bytes_per_entry pmhash)") B/entry, shared memory $(num_or_na "$(val shmem_bytes_per_entry pmhash)") B/entry, load factor $(num_or_na "$(val load_factor pmhash)"); write amplification of the INSERT ... SELECT load: $(num_or_na "$(val wa pmhash)") (media model)."
+	SYNC_LINES=''
+	for st in "insert:the INSERT ... SELECT load" "copy:the COPY load" "exclusion:the exclusion-constraint load" \
+		"vacuum10:VACUUM after deleting 10 %" "vacuum50:VACUUM after deleting 50 %"; do
+		[ -n "${V["${st%%:*}_syncs|pmhash"]+set}" ] || continue
+		SYNC_LINES+="- pool syncs during ${st#*:}: $(syncs_text "$(val "${st%%:*}_syncs" pmhash)" "$(val "${st%%:*}_sync_bytes" pmhash)")"$'\n'
+	done
+	if [ -n "$SYNC_LINES" ]; then
+		echo
+		echo "What pmhash's steps cost in pool syncs (pmhash_stats(): syncs, the msync calls, and sync_bytes, the bytes they covered; read in the step's session just before and after its statement, so syncs another process makes later, for what the step deferred, are not in them; for an insert upkeep, its fastest run):"
+		echo
+		printf '%s' "$SYNC_LINES"
+		echo
+	fi
 	echo "Probe cost is the whole query's execution time (nested loop, index scan, heap fetch, aggregate) per lookup. The floor, the same rows fetched by TID (a Tid Scan inside the same nested loop: what a perfect index would cost), is $(num_or_na "$(val probe_pos_uniform_ns tid)") ns per lookup ($(num_or_na "$(val probecpu_pos_uniform_ns tid)") ns of backend CPU); the index part is the probe cost minus that floor. The = ANY rows look the same keys, positive and negative uniform, up as arrays of $ARRAYLEN, one query per array with the array as a constant (EXECUTE ... USING in a PL/pgSQL loop: planning included); a hash index has no array scans (only its bitmap scan, one index scan per element, takes an array), so its index-scan cell is empty. The CPU rows count the CPU time the backend got (/proc, 10 ms ticks), which other users of the machine distort less than the wall clock."
 	if ! skip vacins && [ "$VI_TIME" -gt 0 ]; then
 		echo
