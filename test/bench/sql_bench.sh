@@ -1024,7 +1024,7 @@ BUILD_B=$(ratio "$(val build_ms pmhash)" "$(val build_ms btree)")
 		pgbench_rows cpu_us
 	fi
 	echo
-	echo "Plots: sql_probe.png (probe cost per lookup), sql_ratios.png (pmhash / btree and pmhash / hash), sql_pgbench.png (TPS by clients). Total run time $(pmh_elapsed "$T_START") s."
+	echo "Plots: sql_probe.png (probe cost per lookup), sql_ratios.png (pmhash / btree and pmhash / hash), sql_pgbench.png (TPS by clients, a panel per script and synchronous_commit). Total run time $(pmh_elapsed "$T_START") s."
 } >"$MD"
 
 # --------------------------------------------------------------- plots ---
