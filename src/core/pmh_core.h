@@ -191,6 +191,26 @@ typedef struct PmhPoolState
 								 * counts as stale */
 } PmhPoolState;
 
+/*
+ * The write-back mark: the next cache line of the header page.  With
+ * deferred write-back (an ordinary file, see pmh_persist), stores reach the
+ * file when the kernel writes the pages back, in any order, and nothing
+ * orders them before a crash of the operating system; a crash of the
+ * server alone loses none of them (they are in the page cache).  So before
+ * the first store that is not written back at once, the pool is marked
+ * with the identity of the running kernel (its boot id), durably; the
+ * mark is cleared only once everything stored before is on the device.
+ * A pool whose mark names another boot may be torn: it is rebuilt from
+ * the heap.  All zero: everything in the pool is on the device.
+ */
+#define PMH_MARK_OFFSET			2112
+
+typedef struct PmhPoolMark
+{
+	uint64		boot[2];		/* boot id of the kernel that deferred
+								 * writes, or zero */
+} PmhPoolMark;
+
 /* Persist-traffic counters kept by the choke point (per mapping). */
 typedef struct PmhPersistStats
 {
@@ -201,6 +221,8 @@ typedef struct PmhPersistStats
 	uint64		lines_partial;	/* 256 B lines flushed in part */
 	uint64		fences;
 	uint64		syncs;			/* msync calls (ordinary file only) */
+	uint64		sync_bytes;		/* bytes those calls covered */
+	uint64		deferred;		/* ranges left to lazy write-back */
 } PmhPersistStats;
 
 /*
@@ -210,6 +232,14 @@ typedef struct PmhPersistStats
  * hears of every entry a probe reads from the pool.
  */
 typedef void (*PmhFlushHook) (void *arg, uint64 offset, size_t len);
+
+/*
+ * Called by the choke point with lazy write-back on, when the pool's
+ * write-back mark is not known to be set: set it durably (pmh_pool_mark)
+ * before returning.  Returns 0, or -1 with errno set.
+ */
+struct PmhPool;
+typedef int (*PmhMarkHook) (struct PmhPool *pool, void *arg);
 
 #define PMH_BATCH_RANGES		64
 
@@ -230,6 +260,16 @@ typedef struct PmhPool
 	int			batching;		/* collect flushes until pmh_batch_end */
 	int			nbatch;
 	int			fail_errno;		/* tests: the next flush fails (0: none) */
+
+	/*
+	 * Lazy write-back (ordinary files only): a persist writes nothing back
+	 * and only makes sure that the pool's write-back mark is set (*marked
+	 * true, else mark_hook), see PmhPoolMark.
+	 */
+	int			lazy;
+	const volatile bool *marked;
+	PmhMarkHook mark_hook;
+	void	   *mark_hook_arg;
 	struct
 	{
 		const void *addr;
@@ -583,6 +623,9 @@ extern int	pmh_pool_state_init(PmhPool *pool, uint64 crash_count);
 extern int	pmh_pool_state_set(PmhPool *pool, uint64 set, uint64 clear);
 extern int	pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count,
 								  bool *stale);
+extern int	pmh_sync_now(PmhPool *pool, const void *addr, size_t len);
+extern int	pmh_pool_mark(PmhPool *pool, const uint64 *boot);
+extern bool pmh_pool_mark_ok(const PmhPoolMark *mark, const uint64 *boot);
 
 /* ---- segments (pmh_segment.c) ---- */
 extern void pmh_meta_reset(PmhSegMeta *meta, uint64 word);

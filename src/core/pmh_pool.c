@@ -268,7 +268,26 @@ static int
 pmh_msync(PmhPool *pool, const void *addr, size_t len)
 {
 	pool->stats.syncs++;
+	pool->stats.sync_bytes += len;
 	return pmem_msync(addr, len);
+}
+
+/*
+ * Lazy write-back: the ranges just accounted for are left to the kernel's
+ * write-back.  They are covered once the pool's write-back mark is set
+ * durably: check that it is, or have the hook set it.  The full barrier
+ * orders the caller's stores before the read of the flag, so that a
+ * write-back that clears the flag after this read finds them stored (see
+ * "Deferred write-back" in src/README.pmhash).  Returns 0, or -1 with
+ * errno set.
+ */
+static int
+pmh_lazy_cover(PmhPool *pool)
+{
+	__atomic_thread_fence(__ATOMIC_SEQ_CST);
+	if (likely(*pool->marked))
+		return 0;
+	return pool->mark_hook(pool, pool->mark_hook_arg);
 }
 
 /*
@@ -299,6 +318,11 @@ pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
 	{
 		pmem_flush(addr, len);
 		return 0;
+	}
+	if (pool->lazy)
+	{
+		pool->stats.deferred++;
+		return pmh_lazy_cover(pool);
 	}
 	return pmh_msync(pool, addr, len);
 }
@@ -335,6 +359,11 @@ pmh_flush_batch(PmhPool *pool)
 	}
 	if (pool->is_pmem)
 		return 0;
+	if (pool->lazy)
+	{
+		pool->stats.deferred += n;
+		return n > 0 ? pmh_lazy_cover(pool) : 0;
+	}
 
 	/* by address (insertion sort: at most PMH_BATCH_RANGES, mostly in order) */
 	for (i = 1; i < n; i++)
@@ -506,4 +535,60 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
 	}
 	*stale = st->flags != PMH_STATE_KEPT;
 	return 0;
+}
+
+/*
+ * Make a range durable now, whatever the pool's mode: lazy write-back and
+ * batches do not apply (the write-back mark itself, and what must be on
+ * the device before a step that no redo could repeat).  Returns 0, or -1
+ * with errno set.
+ */
+int
+pmh_sync_now(PmhPool *pool, const void *addr, size_t len)
+{
+	if (pmh_fail_injected(pool))
+		return -1;
+	pmh_account_range(pool, addr, len);
+	if (pool->is_pmem)
+		pmem_persist(addr, len);
+	else if (pmh_msync(pool, addr, len) != 0)
+		return -1;
+	pmh_fence(pool);
+	return 0;
+}
+
+/* the pool's write-back mark */
+static inline PmhPoolMark *
+pmh_pool_mark_line(const PmhPool *pool)
+{
+	return (PmhPoolMark *) (pool->base + PMH_MARK_OFFSET);
+}
+
+/*
+ * Set the write-back mark to boot (two words; NULL clears it) and make it
+ * durable before returning.  The caller serialises marks of one pool.
+ * Returns 0, or -1 with errno set.
+ */
+int
+pmh_pool_mark(PmhPool *pool, const uint64 *boot)
+{
+	PmhPoolMark *m = pmh_pool_mark_line(pool);
+
+	m->boot[0] = boot ? boot[0] : 0;
+	m->boot[1] = boot ? boot[1] : 0;
+	return pmh_sync_now(pool, m, sizeof(*m));
+}
+
+/*
+ * Can a pool with this write-back mark be trusted by a server running on
+ * the kernel with boot id boot?  Yes if nothing was deferred (zero), or if
+ * it was deferred by this kernel, whose page cache still holds every
+ * store (a crash of the server alone loses none).
+ */
+bool
+pmh_pool_mark_ok(const PmhPoolMark *mark, const uint64 *boot)
+{
+	if (mark->boot[0] == 0 && mark->boot[1] == 0)
+		return true;
+	return mark->boot[0] == boot[0] && mark->boot[1] == boot[1];
 }

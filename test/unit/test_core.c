@@ -90,6 +90,7 @@ static const TestDef tests[] = {
 	{"batch", test_batch},
 	{"batch_msync", test_batch_msync},
 	{"batch_error", test_batch_error},
+	{"lazy_writeback", test_lazy_writeback},
 	{"log_find_free", test_log_find_free},
 	{"log_clear_slots", test_log_clear_slots},
 	{"log_write", test_log_write},

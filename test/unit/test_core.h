@@ -27,6 +27,7 @@ extern void test_persist_stats(void);
 extern void test_batch(void);
 extern void test_batch_msync(void);
 extern void test_batch_error(void);
+extern void test_lazy_writeback(void);
 extern void test_pool_state(void);
 
 /* test_segment.c: insert, lookup, fingerprints, duplicates, delete */

@@ -953,3 +953,120 @@ test_pool_state(void)
 	}
 	tpool_close(&tp);
 }
+
+/* the mark hook of test_lazy_writeback: counts calls, sets the mark */
+static int	lazy_hook_calls;
+static int	lazy_hook_fail;
+static const uint64 lazy_boot[2] = {UINT64CONST(0x1111), UINT64CONST(0x2222)};
+
+static int
+lazy_mark_hook(PmhPool *pool, void *arg)
+{
+	bool	   *marked = (bool *) arg;
+
+	lazy_hook_calls++;
+	if (lazy_hook_fail)
+	{
+		errno = EIO;
+		return -1;
+	}
+	if (pmh_pool_mark(pool, lazy_boot) != 0)
+		return -1;
+	*marked = true;
+	return 0;
+}
+
+/*
+ * Lazy write-back at the choke point (an ordinary file): no msync for a
+ * persist or a batch once the mark is set; the first persist after it was
+ * cleared sets it (one sync, in the hook) before returning, and a failure
+ * there is the persist's failure; pmh_sync_now still syncs; the mark reads
+ * back as trusted by the same boot only.  Persistent memory ignores the
+ * lazy flag.
+ */
+void
+test_lazy_writeback(void)
+{
+	TPool		tp;
+	PmhPersistStats *st;
+	PmhPoolMark *mark;
+	bool		marked = false;
+	char	   *seg;
+	static const uint64 other[2] = {UINT64CONST(0x1111), UINT64CONST(0x3333)};
+	int			save_pmem;
+
+	if (!CHECK(tpool_create(&tp, "lazy", 2)))
+		return;
+	st = &tp.pool.stats;
+	seg = (char *) pmh_seg_header(&tp.pool, 1);
+	mark = (PmhPoolMark *) (tp.pool.base + PMH_MARK_OFFSET);
+	save_pmem = tp.pool.is_pmem;
+	tp.pool.is_pmem = 0;
+	tp.pool.lazy = 1;
+	tp.pool.marked = &marked;
+	tp.pool.mark_hook = lazy_mark_hook;
+	tp.pool.mark_hook_arg = &marked;
+	memset(st, 0, sizeof(*st));
+	lazy_hook_calls = 0;
+	lazy_hook_fail = 0;
+
+	/* a clean pool: the first persist sets the mark, with one sync */
+	CHECK(pmh_pool_mark_ok(mark, lazy_boot));
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(lazy_hook_calls == 1 && marked);
+	CHECK(st->syncs == 1 && st->deferred == 1);
+	CHECK(mark->boot[0] == lazy_boot[0] && mark->boot[1] == lazy_boot[1]);
+	CHECK(pmh_pool_mark_ok(mark, lazy_boot));
+	CHECK(!pmh_pool_mark_ok(mark, other));
+
+	/* marked: persists and batches sync nothing */
+	CHECK(pmh_persist(&tp.pool, seg + 256, 256) == 0);
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(pmh_persist(&tp.pool, seg + 8192, 16) == 0);
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECK(lazy_hook_calls == 1 && st->syncs == 1 && st->deferred == 4);
+	/* the mark is a range and a fence of its own */
+	CHECK(st->persists == 5 && st->fences == 4);
+
+	/* cleared by a write-back: the next persist marks again */
+	marked = false;
+	CHECK(pmh_pool_mark(&tp.pool, NULL) == 0);
+	CHECK(pmh_pool_mark_ok(mark, other));	/* zero: trusted by any boot */
+	CHECK(st->syncs == 2);
+	pmh_batch_begin(&tp.pool);
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(lazy_hook_calls == 1);	/* nothing yet: the batch collects */
+	CHECK(pmh_batch_end(&tp.pool) == 0);
+	CHECK(lazy_hook_calls == 2 && marked && st->syncs == 3);
+
+	/* a mark that cannot be set fails the persist, and is tried again */
+	marked = false;
+	lazy_hook_fail = 1;
+	errno = 0;
+	CHECK(pmh_persist(&tp.pool, seg, 16) == -1 && errno == EIO);
+	CHECK(!marked);
+	lazy_hook_fail = 0;
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0 && marked);
+	CHECK(lazy_hook_calls == 4);
+
+	/* pmh_sync_now ignores the lazy mode */
+	CHECK(pmh_sync_now(&tp.pool, seg, 64) == 0);
+	CHECK(st->syncs == 5);
+
+	/* no_persist (a build) neither syncs nor marks */
+	marked = false;
+	tp.pool.no_persist = 1;
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(lazy_hook_calls == 4 && !marked);
+	tp.pool.no_persist = 0;
+
+	/* on persistent memory the lazy flag changes nothing */
+	tp.pool.is_pmem = 1;
+	CHECK(pmh_persist(&tp.pool, seg, 16) == 0);
+	CHECK(lazy_hook_calls == 4 && !marked && st->syncs == 5);
+
+	tp.pool.is_pmem = save_pmem;
+	tp.pool.lazy = 0;
+	tpool_close(&tp);
+}
