@@ -41,12 +41,13 @@ OBJS = \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \
 	src/pmhashworker.o \
+	src/pmhashwriteback.o \
 	src/pmhashxact.o \
 	src/pmhashxlog.o
 
 EXTENSION = pmhash
 DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql \
-	pmhash--0.3--0.4.sql
+	pmhash--0.3--0.4.sql pmhash--0.4--0.5.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core

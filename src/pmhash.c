@@ -140,6 +140,39 @@ _PG_init(void)
 							 0,
 							 NULL, NULL, NULL);
 
+	DefineCustomBoolVariable("pmhash.lazy_writeback",
+							 "Leaves the write-back of pools on ordinary files to the kernel and a background pass.",
+							 "Pools are then not synced at every persist; a pool the operating system "
+							 "did not write back before it stopped is rebuilt from its table. "
+							 "Off: every persist is an msync. No effect on persistent memory.",
+							 &pmhash_lazy_writeback,
+							 true,
+							 PGC_SIGHUP,
+							 0,
+							 NULL, NULL, NULL);
+
+	DefineCustomIntVariable("pmhash.writeback_delay",
+							"How long a pool with deferred writes stays idle before it is written back.",
+							"The background pass then syncs the pool and clears its write-back mark, "
+							"so that a crash of the operating system does not make it rebuild.",
+							&pmhash_writeback_delay,
+							10,
+							1,
+							86400,
+							PGC_SIGHUP,
+							GUC_UNIT_S,
+							NULL, NULL, NULL);
+
+	DefineCustomStringVariable("pmhash.boot_id_path",
+							   "File holding the kernel's boot id (developer option).",
+							   "Deferred write-back tells a crash of the server from one of the "
+							   "operating system by it; tests point it elsewhere to simulate a reboot.",
+							   &pmhash_boot_id_path,
+							   "/proc/sys/kernel/random/boot_id",
+							   PGC_POSTMASTER,
+							   GUC_SUPERUSER_ONLY | GUC_NOT_IN_SAMPLE,
+							   NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("pmhash");
 
 	pmhash_relopt_kind = add_reloption_kind();

@@ -23,6 +23,7 @@
 #include "storage/relfilenode.h"
 #include "utils/dsa.h"
 #include "utils/relcache.h"
+#include "utils/timestamp.h"
 
 #include "pmh_core.h"
 #include "pmh_writepath.h"
@@ -64,6 +65,13 @@ typedef struct PmhashKey
 	Oid			spcid;			/* 0: the database's default tablespace */
 	Oid			relnode;
 } PmhashKey;
+
+/* a pool a write-back pass looks at */
+typedef struct PmhashWritebackItem
+{
+	PmhashKey	key;
+	uint64		pool_id;
+} PmhashWritebackItem;
 
 #define PMHASH_CHUNK_SEGS		16
 
@@ -212,6 +220,17 @@ typedef struct PmhashShared
 	int			rebuild_pid;
 	uint64		rebuild_blocks_total;	/* progress, written by the worker */
 	uint64		rebuild_blocks_done;
+
+	/*
+	 * Deferred write-back (pmhashwriteback.c): wb_marked says that the
+	 * pool's write-back mark is set on the device; it changes under
+	 * pmhash_writeback_lock only, and the choke point reads it without a
+	 * lock.  The launcher alone keeps wb_seen_*: the write traffic it last
+	 * saw, and when.
+	 */
+	bool		wb_marked;
+	uint64		wb_seen_activity;
+	TimestampTz wb_seen_at;
 } PmhashShared;
 
 /* lines of an index's backup log: the fixed ones and its extensions' */
@@ -237,6 +256,8 @@ typedef struct PmhashStatsPending
 	uint64		lines_whole;
 	uint64		lines_partial;
 	uint64		fences;
+	uint64		syncs_seen;		/* the mapping's sync counts published */
+	uint64		sync_bytes_seen;
 	struct PmhashLocal *next_dirty; /* list of mappings with counts */
 	bool		dirty;
 	int			nranges;
@@ -456,6 +477,7 @@ extern bool pmhash_started_from_backup;
 extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local);
+extern const char *pmhash_pool_distrust;
 extern bool pmhash_pool_open(Relation index, const PmhashKey *key,
 							 uint64 expect_pool_id, PmhashLocal *local,
 							 PmhPoolHeader *hdr_out);
@@ -480,6 +502,7 @@ extern void pmhash_pool_file_sig(const PmhashKey *key, PmhashFileSig *sig);
 /* pmhashshmem.c: shared memory, the DSA area, the table of storages */
 extern void pmhash_shmem_request(void);
 extern PmhashShared *pmhash_shared_entry(const PmhashKey *key, Oid indexoid);
+extern PmhashShared *pmhash_shared_entry_if_any(const PmhashKey *key);
 extern PmhashLocal *pmhash_local_entry(const PmhashKey *key);
 extern void pmhash_free_shared(PmhashShared *shared);
 extern void pmhash_extend_shared(PmhashShared *shared, uint64 nsegments);
@@ -500,6 +523,10 @@ extern void pmhash_set_rebuild(PmhashShared *shared, bool on);
 extern bool pmhash_shared_ready(const PmhashKey *key);
 extern uint32 pmhash_rebuilds_pending(void);
 extern bool pmhash_known_rebuilding(Relation index);
+extern int	pmhash_writeback_candidates(PmhashWritebackItem *items, int max,
+										bool force, int64 delay_us);
+extern bool pmhash_writeback_flag(const PmhashKey *key, uint64 pool_id,
+								  bool clear);
 
 /* pmhashattach.c: attaching to an index, loading it after a restart */
 extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
@@ -542,6 +569,22 @@ extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;
 extern void pmhash_prewarm_register(void);
+
+/* pmhashwriteback.c: deferred write-back of pools on ordinary files */
+extern bool pmhash_lazy_writeback;
+extern int	pmhash_writeback_delay;
+extern char *pmhash_boot_id_path;
+extern uint64 pmhash_boot_id[2];
+extern bool pmhash_boot_known;
+extern LWLock *pmhash_writeback_lock;
+extern void pmhash_boot_id_init(void);
+extern void pmhash_writeback_setup(PmhashShared *shared, PmhashLocal *local);
+extern bool pmhash_mark_trusted(const PmhPoolMark *mark);
+extern void pmhash_mark_new_pool(PmhPool *pool);
+extern void pmhash_writeback_loaded(PmhashShared *shared, const PmhPool *pool);
+extern int	pmhash_writeback_run(bool force);
+extern Datum pmhash_writeback(PG_FUNCTION_ARGS);
+
 
 /* pmhashrebuild.c */
 extern bool pmhash_rebuild(Oid indexoid);
@@ -597,6 +640,9 @@ extern void pmhash_stats_attach_pool(PmhashLocal *local,
 									 const PmhashShared *shared);
 extern void pmhash_stats_backend_init(void);
 extern void pmhash_stats_add_user_bytes(PmhashLocal *local, uint64 bytes);
+extern void pmhash_stats_add_syncs(const PmhashKey *key, uint64 syncs,
+								   uint64 bytes);
+extern uint64 pmhash_stats_activity(int slot);
 extern void pmhash_stats_publish_all(void);
 extern void pmhash_stats_forget_pool(uint64 pool_id);
 extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);
@@ -606,7 +652,7 @@ extern Relation pmhash_open_index(Oid relid, Oid role);
 extern Datum pmhash_stats(PG_FUNCTION_ARGS);
 extern Datum pmhash_load_progress(PG_FUNCTION_ARGS);
 
-#define PMHASH_STATS_INDEX_COLS 8
+#define PMHASH_STATS_INDEX_COLS 10
 
 /* GUCs of the media model */
 extern int	pmhash_media_buffer_lines;

@@ -63,6 +63,7 @@ pmhash_check_local(PmhashIndex *idx)
 		local->pool.flush_hook == NULL)
 		pmhash_stats_attach_pool(local, shared);
 	local->pool.log_ext_segs = pmhash_dsa_address(shared->logexts);
+	pmhash_writeback_setup(shared, local);
 }
 
 /*
@@ -104,6 +105,8 @@ pmhash_open_or_rebuild(PmhashIndex *idx, uint64 pool_id, PmhPoolHeader *hdr)
 {
 	MemoryContext cxt = CurrentMemoryContext;
 	bool		trusted = false;
+
+	pmhash_pool_distrust = NULL;
 
 	if (!RecoveryInProgress() && !pmhash_started_from_backup)
 		trusted = pmhash_pool_open(idx->rel, &idx->shared->key, pool_id,
@@ -204,8 +207,11 @@ pmhash_load(PmhashIndex *idx)
 		hdr.pool_id = meta.pool_id;
 		ereport(LOG,
 				(errmsg("pmhash index \"%s\": its pool will be rebuilt from the table in the background",
-						RelationGetRelationName(rel))));
+						RelationGetRelationName(rel)),
+				 pmhash_pool_distrust ?
+				 errdetail("The pool was not trusted: %s.", pmhash_pool_distrust) : 0));
 	}
+	pmhash_writeback_loaded(shared, &local->pool);
 
 	shared->pool_id = meta.pool_id;
 	shared->indexoid = RelationGetRelid(rel);
@@ -575,6 +581,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	shared->pool_id = pool_id;
 
 	pmhash_pool_create(index, pool_id, local);
+	pmhash_writeback_loaded(shared, &local->pool);
 	local->generation = shared->generation;
 
 	pmhash_extend_shared(shared, 1);

@@ -233,6 +233,7 @@ pmhash_pool_dir_init(void)
 						pmhash_pool_dir),
 				 errhint("Set pmhash.pool_dir to a directory the server can write and restart.")));
 	pmhash_epoch_init(started);
+	pmhash_boot_id_init();
 	started = true;
 }
 
@@ -363,6 +364,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 	}
 	local->fd = fd;
 	local->pool.no_persist = 0;
+	/* persist at once until pmhash_writeback_setup says otherwise */
+	local->pool.lazy = 0;
 	pmhash_map(index, path, local, len);
 
 	pmh_header_init(&hdr, pool_id, local->key.dbid, local->key.spcid,
@@ -374,6 +377,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 	if (pmh_pool_format(&local->pool, &hdr) != 0 ||
 		pmh_pool_state_init(&local->pool, pmhash_crash_count) != 0)
 		pmhash_report_io_error(index, "persist");
+	/* what the build stores next may be written back lazily */
+	pmhash_mark_new_pool(&local->pool);
 
 	/* make the directory entry durable too */
 	if (pg_fsync(fd) != 0 || fsync_fname_ext(dir, true, true, ERROR) != 0)
@@ -453,6 +458,8 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 	local->key = *key;
 	local->fd = fd;
 	local->pool.no_persist = 0;
+	/* persist at once until pmhash_writeback_setup says otherwise */
+	local->pool.lazy = 0;
 	pmhash_map(index, path, local, (size_t) st.st_size);
 	if (hdr_out)
 		*hdr_out = hdr;
@@ -460,12 +467,28 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 	/*
 	 * The WAL timeline does not matter: a promoted standby's pools followed
 	 * the WAL up to the promotion.  A base backup (also pg_rewind, which
-	 * leaves a backup label) advances the epoch.
+	 * leaves a backup label) advances the epoch.  A write-back mark of
+	 * another boot: the operating system stopped before the pool was
+	 * written back, and may have lost any of its stores.
 	 */
-	return hdr.epoch == pmhash_epoch &&
-		(pmh_pool_state(&local->pool)->flags &
-		 (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) == 0;
+	if (hdr.epoch != pmhash_epoch)
+		pmhash_pool_distrust = "it was copied by a base backup";
+	else if (pmh_pool_state(&local->pool)->flags &
+			 (PMH_STATE_REBUILD | PMH_STATE_WALBUILD))
+		pmhash_pool_distrust = "it was being rebuilt";
+	else if (!pmhash_mark_trusted((const PmhPoolMark *)
+								  (local->pool.base + PMH_MARK_OFFSET)))
+		pmhash_pool_distrust = "the operating system restarted before it was written back";
+	else
+	{
+		pmhash_pool_distrust = NULL;
+		return true;
+	}
+	return false;
 }
+
+/* why the last pmhash_pool_open did not trust its pool, or NULL */
+const char *pmhash_pool_distrust = NULL;
 
 /* remap a pool after it grew (in this or another backend) */
 void
@@ -602,13 +625,13 @@ pmhash_pool_exists(const PmhashKey *key)
 }
 
 /*
- * Read the header (validated, not for ownership) and, if st is not NULL,
- * the state line of a pool file.  Returns false if there is no such
+ * Read the header (validated, not for ownership) and, if pst (mark) is not
+ * NULL, the state line (write-back mark) of a pool file.  Returns false if there is no such
  * readable, valid file.
  */
 static bool
 pmhash_pool_read_head(const PmhashKey *key, PmhPoolHeader *hdr,
-					  PmhPoolState *pst)
+					  PmhPoolState *pst, PmhPoolMark *mark)
 {
 	char		path[MAXPGPATH];
 	struct stat st;
@@ -622,7 +645,9 @@ pmhash_pool_read_head(const PmhashKey *key, PmhPoolHeader *hdr,
 	ok = pread(fd, hdr, sizeof(*hdr), 0) == (ssize_t) sizeof(*hdr) &&
 		pmh_header_validate(hdr, (size_t) st.st_size) == PMH_HEADER_OK &&
 		(pst == NULL ||
-		 pread(fd, pst, sizeof(*pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(*pst));
+		 pread(fd, pst, sizeof(*pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(*pst)) &&
+		(mark == NULL ||
+		 pread(fd, mark, sizeof(*mark), PMH_MARK_OFFSET) == (ssize_t) sizeof(*mark));
 	close(fd);
 	return ok;
 }
@@ -640,11 +665,13 @@ pmhash_pool_needs_rebuild(const PmhashKey *key)
 {
 	PmhPoolHeader hdr;
 	PmhPoolState pst;
+	PmhPoolMark mark;
 
-	if (!pmhash_pool_read_head(key, &hdr, &pst))
+	if (!pmhash_pool_read_head(key, &hdr, &pst, &mark))
 		return RecoveryInProgress() || pmhash_started_from_backup;
 	return hdr.epoch != pmhash_epoch ||
-		(pst.flags & (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) != 0;
+		(pst.flags & (PMH_STATE_REBUILD | PMH_STATE_WALBUILD)) != 0 ||
+		!pmhash_mark_trusted(&mark);
 }
 
 /*
@@ -682,7 +709,7 @@ pmhash_pool_mark_rebuild(const PmhashKey *key)
 bool
 pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr)
 {
-	return pmhash_pool_read_head(key, hdr, NULL);
+	return pmhash_pool_read_head(key, hdr, NULL, NULL);
 }
 
 /*

@@ -54,6 +54,9 @@ typedef struct PmhashControl
 
 static PmhashControl *pmhash_ctl = NULL;
 static LWLock *pmhash_htab_lock = NULL;
+
+/* serialises the write-back marks of all pools (pmhashwriteback.c) */
+LWLock	   *pmhash_writeback_lock = NULL;
 static HTAB *pmhash_htab = NULL;
 static dsa_area *pmhash_area = NULL;	/* this backend's attachment */
 static dsa_area *pmhash_pm_area = NULL; /* the postmaster's (creator's) */
@@ -100,7 +103,7 @@ pmhash_shmem_request_hook(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(pmhash_shmem_size());
-	RequestNamedLWLockTranche("pmhash", 1);
+	RequestNamedLWLockTranche("pmhash", 2);
 }
 
 /*
@@ -154,7 +157,8 @@ pmhash_shmem_startup_hook(void)
 		dsa_free(pmhash_pm_area, dp);
 	}
 	pmhash_dsa_base = place;
-	pmhash_htab_lock = &(GetNamedLWLockTranche("pmhash"))->lock;
+	pmhash_htab_lock = &(GetNamedLWLockTranche("pmhash"))[0].lock;
+	pmhash_writeback_lock = &(GetNamedLWLockTranche("pmhash"))[1].lock;
 
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(PmhashKey);
@@ -521,7 +525,24 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		shared->rebuild_pid = 0;
 		shared->rebuild_blocks_total = 0;
 		shared->rebuild_blocks_done = 0;
+		shared->wb_marked = false;
+		shared->wb_seen_activity = 0;
+		shared->wb_seen_at = 0;
 	}
+	LWLockRelease(pmhash_htab_lock);
+	return shared;
+}
+
+/* the shared entry of an index storage, or NULL (never creates one) */
+PmhashShared *
+pmhash_shared_entry_if_any(const PmhashKey *key)
+{
+	PmhashShared *shared;
+
+	if (pmhash_ctl == NULL)
+		return NULL;
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
 	LWLockRelease(pmhash_htab_lock);
 	return shared;
 }
@@ -823,4 +844,82 @@ pmhash_local_forget(const PmhashKey *key)
 		 */
 		pmhash_pool_close(local);
 	}
+}
+
+/*
+ * The pools a write-back pass should look at: loaded ones whose write-back
+ * mark is set, all of them (force) or those whose write traffic has not
+ * changed for delay_us.  The latter case updates what the launcher saw
+ * (only the launcher asks without force).  Returns how many, at most max.
+ */
+int
+pmhash_writeback_candidates(PmhashWritebackItem *items, int max, bool force,
+							int64 delay_us)
+{
+	HASH_SEQ_STATUS status;
+	PmhashShared *shared;
+	TimestampTz now = GetCurrentTimestamp();
+	int			n = 0;
+
+	if (pmhash_ctl == NULL)
+		return 0;
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	hash_seq_init(&status, pmhash_htab);
+	while ((shared = hash_seq_search(&status)) != NULL)
+	{
+		uint64		activity;
+
+		if (shared->state != PMHASH_STATE_READY || !shared->wb_marked)
+			continue;
+		if (!force)
+		{
+			activity = pmhash_stats_activity(shared->stats_slot);
+			if (activity != shared->wb_seen_activity ||
+				shared->wb_seen_at == 0)
+			{
+				shared->wb_seen_activity = activity;
+				shared->wb_seen_at = now;
+				continue;
+			}
+			if (now - shared->wb_seen_at < delay_us)
+				continue;
+		}
+		if (n < max)
+		{
+			items[n].key = shared->key;
+			items[n].pool_id = shared->pool_id;
+			n++;
+		}
+	}
+	LWLockRelease(pmhash_htab_lock);
+	return n;
+}
+
+/*
+ * A step of a write-back pass (pmhashwriteback.c), with the write-back
+ * lock held: is the storage's current pool still pool_id, loaded?  With
+ * clear, also clear its flag (every persist from then on sets the mark
+ * again); without, say whether the flag is still clear.
+ */
+bool
+pmhash_writeback_flag(const PmhashKey *key, uint64 pool_id, bool clear)
+{
+	PmhashShared *shared;
+	bool		ok = false;
+
+	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
+	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
+	if (shared != NULL && shared->state == PMHASH_STATE_READY &&
+		shared->pool_id == pool_id)
+	{
+		if (clear)
+		{
+			shared->wb_marked = false;
+			ok = true;
+		}
+		else
+			ok = !shared->wb_marked;
+	}
+	LWLockRelease(pmhash_htab_lock);
+	return ok;
 }

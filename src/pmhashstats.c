@@ -55,6 +55,8 @@ typedef struct PmhashCounters
 	pg_atomic_uint64 fences;
 	pg_atomic_uint64 media_written;
 	pg_atomic_uint64 media_read;
+	pg_atomic_uint64 syncs;		/* msync / fdatasync calls */
+	pg_atomic_uint64 sync_bytes;	/* bytes they covered */
 } PmhashCounters;
 
 typedef struct PmhashStatsShared
@@ -91,6 +93,8 @@ pmhash_counters_zero(PmhashCounters *c)
 	pg_atomic_write_u64(&c->fences, 0);
 	pg_atomic_write_u64(&c->media_written, 0);
 	pg_atomic_write_u64(&c->media_read, 0);
+	pg_atomic_write_u64(&c->syncs, 0);
+	pg_atomic_write_u64(&c->sync_bytes, 0);
 }
 
 /* initialise a counter block */
@@ -105,6 +109,8 @@ pmhash_counters_init(PmhashCounters *c)
 	pg_atomic_init_u64(&c->fences, 0);
 	pg_atomic_init_u64(&c->media_written, 0);
 	pg_atomic_init_u64(&c->media_read, 0);
+	pg_atomic_init_u64(&c->syncs, 0);
+	pg_atomic_init_u64(&c->sync_bytes, 0);
 }
 
 /* set up the shared block (shmem_startup_hook, AddinShmemInitLock held) */
@@ -247,7 +253,17 @@ pmhash_stats_publish(PmhashLocal *local)
 	PmhashStatsPending *p = &local->stats_pending;
 	PmhashCounters *counters[2] = {&pmhash_statsblk->total,
 	pmhash_local_counters(local)};
+	uint64		syncs = local->pool.stats.syncs;
+	uint64		sync_bytes = local->pool.stats.sync_bytes;
 	int			i;
+
+	/* the mapping counts syncs itself: take what is new since last time */
+	if (syncs < p->syncs_seen || sync_bytes < p->sync_bytes_seen)
+		p->syncs_seen = p->sync_bytes_seen = 0;
+	syncs -= p->syncs_seen;
+	sync_bytes -= p->sync_bytes_seen;
+	p->syncs_seen += syncs;
+	p->sync_bytes_seen += sync_bytes;
 
 	for (i = 0; i < lengthof(counters); i++)
 	{
@@ -265,6 +281,11 @@ pmhash_stats_publish(PmhashLocal *local)
 		}
 		if (p->fences > 0)
 			pg_atomic_fetch_add_u64(&c->fences, p->fences);
+		if (syncs > 0)
+		{
+			pg_atomic_fetch_add_u64(&c->syncs, syncs);
+			pg_atomic_fetch_add_u64(&c->sync_bytes, sync_bytes);
+		}
 	}
 	p->user_bytes = p->flushes = p->lines_whole = p->lines_partial = 0;
 	p->fences = 0;
@@ -462,6 +483,45 @@ pmhash_stats_index_values(int slot, Datum *values)
 	values[5] = Int64GetDatum((int64) pg_atomic_read_u64(&c->lines_whole));
 	values[6] = Int64GetDatum((int64) pg_atomic_read_u64(&c->lines_partial));
 	values[7] = pmhash_wa_datum(written, user, &isnull);
+	values[8] = Int64GetDatum((int64) pg_atomic_read_u64(&c->syncs));
+	values[9] = Int64GetDatum((int64) pg_atomic_read_u64(&c->sync_bytes));
+}
+
+/*
+ * Count syncs made outside any mapping (a write-back pass) to the index
+ * storage's counters and the cluster's.
+ */
+void
+pmhash_stats_add_syncs(const PmhashKey *key, uint64 syncs, uint64 bytes)
+{
+	PmhashShared *shared;
+	int			slot = -1;
+
+	if (pmhash_statsblk == NULL || syncs == 0)
+		return;
+	shared = pmhash_shared_entry_if_any(key);
+	if (shared != NULL)
+		slot = shared->stats_slot;
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.syncs, syncs);
+	pg_atomic_fetch_add_u64(&pmhash_statsblk->total.sync_bytes, bytes);
+	if (slot >= 0)
+	{
+		pg_atomic_fetch_add_u64(&pmhash_statsblk->slots[slot].syncs, syncs);
+		pg_atomic_fetch_add_u64(&pmhash_statsblk->slots[slot].sync_bytes, bytes);
+	}
+}
+
+/*
+ * A number that changes whenever the index storage with this counter slot
+ * persists anything (once published): the fences counted.  The write-back
+ * launcher calls a pool idle while it stays the same.
+ */
+uint64
+pmhash_stats_activity(int slot)
+{
+	if (pmhash_statsblk == NULL || slot < 0)
+		return 0;
+	return pg_atomic_read_u64(&pmhash_statsblk->slots[slot].fences);
 }
 
 /* may the current user read cluster-wide pmhash statistics? */
@@ -485,8 +545,8 @@ Datum
 pmhash_media_stats(PG_FUNCTION_ARGS)
 {
 	TupleDesc	tupdesc;
-	Datum		values[11];
-	bool		nulls[11];
+	Datum		values[13];
+	bool		nulls[13];
 	PmhashCounters *t;
 	uint64		pend_w = 0;
 	uint64		pend_r = 0;
@@ -523,6 +583,12 @@ pmhash_media_stats(PG_FUNCTION_ARGS)
 	values[8] = Int32GetDatum(nlines);
 	values[9] = BoolGetDatum(pmhash_track_media_reads);
 	values[10] = TimestampTzGetDatum(reset);
+	values[11] = Int64GetDatum((int64) pg_atomic_read_u64(&t->syncs));
+	values[12] = Int64GetDatum((int64) pg_atomic_read_u64(&t->sync_bytes));
+	/* the 0.4 definition of the function has no sync columns */
+	if (tupdesc->natts != 11 && tupdesc->natts != lengthof(values))
+		elog(ERROR, "pmhash_media_stats returns %d columns, expected %d",
+			 tupdesc->natts, (int) lengthof(values));
 	PG_RETURN_DATUM(HeapTupleGetDatum(heap_form_tuple(tupdesc, values, nulls)));
 }
 
@@ -630,8 +696,8 @@ pmhash_stats(PG_FUNCTION_ARGS)
 	Relation	rel;
 	PmhashIndex idx;
 	TupleDesc	tupdesc;
-	Datum		values[9 + PMHASH_STATS_INDEX_COLS];
-	bool		nulls[9 + PMHASH_STATS_INDEX_COLS];
+	Datum		values[10 + PMHASH_STATS_INDEX_COLS];
+	bool		nulls[10 + PMHASH_STATS_INDEX_COLS];
 	char		path[MAXPGPATH];
 	char	   *abspath;
 	uint64		entries;
@@ -664,6 +730,11 @@ pmhash_stats(PG_FUNCTION_ARGS)
 	values[8] = Int32GetDatum(pmhash_log_lines_in_use(&idx));
 	pmhash_stats_index_values(idx.shared->stats_slot, &values[9]);
 	nulls[9 + 7] = DatumGetInt64(values[9]) == 0;	/* no user bytes, no ratio */
+	values[9 + PMHASH_STATS_INDEX_COLS] = BoolGetDatum(idx.shared->wb_marked);
+	/* the 0.4 definition of the function ends at write_amplification */
+	if (tupdesc->natts != 9 + 8 && tupdesc->natts != lengthof(values))
+		elog(ERROR, "pmhash_stats returns %d columns, expected %d",
+			 tupdesc->natts, (int) lengthof(values));
 
 	pmhash_detach(&idx);
 	relation_close(rel, AccessShareLock);

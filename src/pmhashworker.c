@@ -22,6 +22,10 @@
  * a rebuild: loaded ones the shared state marks, and ones not loaded yet
  * whose file says so (a copy from a base backup).
  *
+ * The launcher also writes back pools on ordinary files whose writes were
+ * deferred (pmhashwriteback.c): every poll, those idle for
+ * pmhash.writeback_delay, and all of them when the server stops.
+ *
  * The launcher then stays, and starts another run whenever some pool
  * awaits a rebuild (one marked by redo or by a first use), polling once a
  * second and backing off to once a minute while a rebuild keeps failing
@@ -213,6 +217,8 @@ pmhash_prewarm_launcher_main(Datum arg)
 			ConfigReloadPending = false;
 			ProcessConfigFile(PGC_SIGHUP);
 		}
+		/* write back the pools that have been idle long enough */
+		(void) pmhash_writeback_run(false);
 		if (pmhash_rebuilds_pending() == 0)
 		{
 			wait_ms = PMHASH_REBUILD_POLL_MS;
@@ -223,6 +229,12 @@ pmhash_prewarm_launcher_main(Datum arg)
 		if (pmhash_rebuilds_pending() > 0)
 			wait_ms = Min(wait_ms * 2, PMHASH_REBUILD_POLL_MAX_MS);
 	}
+
+	/*
+	 * The server is stopping: write back every pool, so that a restart of
+	 * the operating system after a clean shutdown rebuilds none.
+	 */
+	(void) pmhash_writeback_run(true);
 	proc_exit(0);
 }
 

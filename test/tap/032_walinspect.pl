@@ -51,7 +51,7 @@ $node->safe_psql('upd', q{CREATE EXTENSION pmhash VERSION '0.3'});
 $node->safe_psql('upd', q{ALTER EXTENSION pmhash UPDATE});
 is($node->safe_psql('upd',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
-	'0.4', 'ALTER EXTENSION pmhash UPDATE goes from 0.3 to 0.4');
+	'0.5', 'ALTER EXTENSION pmhash UPDATE goes from 0.3 to 0.5');
 $node->safe_psql('upd', q{
 	CREATE TABLE a (k int4);
 	INSERT INTO a SELECT g FROM generate_series(1, 1000) g;
@@ -60,6 +60,23 @@ is($node->safe_psql('upd', q{
 	SELECT rebuilding, blocks_total >= 0, blocks_done >= 0
 	FROM pmhash_rebuild_progress('a_k'::regclass)}),
 	'f|t|t', 'the updated extension has pmhash_rebuild_progress()');
+is($node->safe_psql('upd', q{
+	SELECT syncs >= 0, writeback_pending IS NOT NULL FROM pmhash_stats('a_k');
+	SELECT syncs >= 0 FROM pmhash_media_stats();
+	SELECT pmhash_writeback() >= 0}),
+	"t|t\nt\nt", 'the updated extension has the sync columns and pmhash_writeback()');
+
+# the 0.4 definitions of the statistics functions still work with this library
+$node->safe_psql('postgres', q{CREATE DATABASE upd4});
+$node->safe_psql('upd4', q{
+	CREATE EXTENSION pmhash VERSION '0.4';
+	CREATE TABLE a (k int4);
+	INSERT INTO a SELECT g FROM generate_series(1, 1000) g;
+	CREATE INDEX a_k ON a USING pmhash (k)});
+is($node->safe_psql('upd4', q{
+	SELECT entries, write_amplification IS NOT NULL FROM pmhash_stats('a_k');
+	SELECT count(*) FROM pmhash_media_stats()}),
+	"1000|t\n1", 'pmhash_stats() and pmhash_media_stats() of version 0.4 still answer');
 
 $node->safe_psql('postgres', q{
 	CREATE EXTENSION pmhash;
@@ -68,7 +85,7 @@ $node->safe_psql('postgres', q{
 });
 is($node->safe_psql('postgres',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
-	'0.4', 'CREATE EXTENSION pmhash installs 0.4');
+	'0.5', 'CREATE EXTENSION pmhash installs 0.5');
 
 # ------------------------------------------------------------------------
 # records by kind
