@@ -229,6 +229,7 @@ typedef struct PmhashShared
 	 * saw, and when.
 	 */
 	bool		wb_marked;
+	uint64		wb_sets;		/* times the mark was set (same lock) */
 	uint64		wb_seen_activity;
 	TimestampTz wb_seen_at;
 } PmhashShared;
@@ -476,7 +477,7 @@ extern uint64 pmhash_crash_count;
 extern bool pmhash_started_from_backup;
 extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
-							   PmhashLocal *local);
+							   PmhashLocal *local, uint64 state_flags);
 extern const char *pmhash_pool_distrust;
 extern bool pmhash_pool_open(Relation index, const PmhashKey *key,
 							 uint64 expect_pool_id, PmhashLocal *local,
@@ -512,7 +513,7 @@ extern dsa_pointer pmhash_shared_alloc(PmhashShared *shared, size_t size);
 extern void pmhash_shared_free(PmhashShared *shared, dsa_pointer dp,
 							   size_t size);
 extern void pmhash_forget(const PmhashKey *key);
-extern void pmhash_reset_for_rebuild(const PmhashKey *key);
+extern void pmhash_reset_for_rebuild(const PmhashKey *key, bool mark_file);
 extern void pmhash_forget_database(Oid dbid);
 extern void pmhash_local_sweep(void);
 extern void pmhash_backend_init(void);
@@ -526,14 +527,14 @@ extern bool pmhash_known_rebuilding(Relation index);
 extern int	pmhash_writeback_candidates(PmhashWritebackItem *items, int max,
 										bool force, int64 delay_us);
 extern bool pmhash_writeback_flag(const PmhashKey *key, uint64 pool_id,
-								  bool clear);
+								  bool clear, uint64 *sets);
 
 /* pmhashattach.c: attaching to an index, loading it after a restart */
 extern void pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx);
 extern bool pmhash_attached_before(Relation index, PmhashShared **shared,
 								   PmhashLocal **local);
 extern void pmhash_attach_new(Relation index, uint64 pool_id,
-							  PmhashIndex *idx);
+							  uint64 state_flags, PmhashIndex *idx);
 extern void pmhash_detach(PmhashIndex *idx);
 extern bool pmhash_attach_redo(Relation index, uint64 pool_id,
 							   LWLockMode mode, PmhashIndex *idx);

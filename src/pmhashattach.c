@@ -188,7 +188,7 @@ pmhash_load(PmhashIndex *idx)
 
 		if (pool_id == 0)
 			pool_id = pmhash_new_pool_id();
-		pmhash_pool_create(rel, pool_id, local);
+		pmhash_pool_create(rel, pool_id, local, 0);
 		pmhash_write_metapage(rel, MAIN_FORKNUM, pool_id, 0);
 		meta.pool_id = pool_id;
 		hdr.pool_id = pool_id;
@@ -200,9 +200,7 @@ pmhash_load(PmhashIndex *idx)
 		 * not keep: an empty pool in its place, which the rebuild worker
 		 * fills from the heap while inserts (and redo) go on into it.
 		 */
-		pmhash_pool_create(rel, meta.pool_id, local);
-		if (pmh_pool_state_set(&local->pool, PMH_STATE_REBUILD, 0) != 0)
-			pmhash_report_io_error(rel, "persist the state of");
+		pmhash_pool_create(rel, meta.pool_id, local, PMH_STATE_REBUILD);
 		pmhash_set_rebuild(shared, true);
 		hdr.pool_id = meta.pool_id;
 		ereport(LOG,
@@ -546,7 +544,8 @@ pmhash_attached_before(Relation index, PmhashShared **shared,
  * index lock exclusive.
  */
 void
-pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
+pmhash_attach_new(Relation index, uint64 pool_id, uint64 state_flags,
+				  PmhashIndex *idx)
 {
 	PmhashKey	key;
 	PmhashShared *shared;
@@ -580,8 +579,10 @@ pmhash_attach_new(Relation index, uint64 pool_id, PmhashIndex *idx)
 	shared->indexoid = RelationGetRelid(index);
 	shared->pool_id = pool_id;
 
-	pmhash_pool_create(index, pool_id, local);
+	pmhash_pool_create(index, pool_id, local, state_flags);
 	pmhash_writeback_loaded(shared, &local->pool);
+	/* the build persists without taking the index lock again */
+	pmhash_writeback_setup(shared, local);
 	local->generation = shared->generation;
 
 	pmhash_extend_shared(shared, 1);

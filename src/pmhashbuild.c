@@ -340,7 +340,7 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 				 errmsg("pmhash indexes support only one key column")));
 
 	memset(&bs, 0, sizeof(bs));
-	pmhash_attach_new(index, pool_id, &bs.idx);
+	pmhash_attach_new(index, pool_id, 0, &bs.idx);
 	bs.wal = pmhash_xlog_wanted(index);
 	if (bs.wal)
 		pmhash_xlog_create(index, pool_id, true);

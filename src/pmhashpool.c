@@ -324,7 +324,8 @@ pmhash_new_pool_id(void)
  * symlink.
  */
 void
-pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
+pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
+				   uint64 state_flags)
 {
 	char		path[MAXPGPATH];
 	char		dir[MAXPGPATH];
@@ -377,6 +378,8 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local)
 	if (pmh_pool_format(&local->pool, &hdr) != 0 ||
 		pmh_pool_state_init(&local->pool, pmhash_crash_count) != 0)
 		pmhash_report_io_error(index, "persist");
+	/* a pool to be filled (REBUILD, WALBUILD) is never trusted before */
+	pmh_pool_state(&local->pool)->flags |= state_flags;
 	/* what the build stores next may be written back lazily */
 	pmhash_mark_new_pool(&local->pool);
 
@@ -778,6 +781,9 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 			hdr->spc_oid = to->spcid;
 			hdr->rel_node = to->relnode;
 			hdr->checksum = pmh_header_checksum(hdr);
+			/* the copy is synced whole below: nothing of it is deferred */
+			if (enableFsync && n >= PMH_MARK_OFFSET + (ssize_t) sizeof(PmhPoolMark))
+				memset(buf + PMH_MARK_OFFSET, 0, sizeof(PmhPoolMark));
 		}
 		if (pwrite(out, buf, n, off) != n)
 		{

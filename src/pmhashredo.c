@@ -157,14 +157,12 @@ pmhash_redo_create(const xl_pmhash_pool *xlp)
 		return;					/* replayed before: keep what it holds */
 
 	rel = pmhash_redo_rel(&key);
-	pmhash_attach_new(rel, xlp->pool_id, &idx);
+	/* a build's pool is persisted whole at BUILD_END; a crash discards it */
+	pmhash_attach_new(rel, xlp->pool_id,
+					  (xlp->flags & XLP_PMHASH_BUILD) ? PMH_STATE_WALBUILD : 0,
+					  &idx);
 	if (xlp->flags & XLP_PMHASH_BUILD)
-	{
-		/* persisted whole at BUILD_END; until then a crash discards it */
-		if (pmh_pool_state_set(&idx.local->pool, PMH_STATE_WALBUILD, 0) != 0)
-			pmhash_report_io_error(rel, "persist the state of");
 		idx.local->pool.no_persist = 1;
-	}
 	pmhash_detach(&idx);
 	FreeFakeRelcacheEntry(rel);
 }
@@ -507,8 +505,7 @@ pmhash_redo(XLogReaderState *record)
 			pmhash_redo_key(info == XLOG_PMHASH_COPY ?
 							&((xl_pmhash_copy *) XLogRecGetData(record))->to :
 							(xl_pmhash_pool *) XLogRecGetData(record), &key);
-			pmhash_pool_mark_rebuild(&key);
-			pmhash_reset_for_rebuild(&key);
+			pmhash_reset_for_rebuild(&key, true);
 			pmhash_redo_note_failure(&key);
 		}
 	}

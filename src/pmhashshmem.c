@@ -526,6 +526,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		shared->rebuild_blocks_total = 0;
 		shared->rebuild_blocks_done = 0;
 		shared->wb_marked = false;
+		shared->wb_sets = 0;
 		shared->wb_seen_activity = 0;
 		shared->wb_seen_at = 0;
 	}
@@ -741,13 +742,15 @@ pmhash_forget(const PmhashKey *key)
 }
 
 /*
- * Throw away the shared state of a storage whose redo failed, keeping its
- * entry (hot-standby backends remember it in their relcache, and may hold
- * it), and mark it as awaiting a rebuild: the next user loads it again,
- * and its pool, flagged by the caller, is replaced and rebuilt.
+ * Throw away the shared state of a storage whose redo or write-back failed,
+ * keeping its entry (hot-standby backends remember it in their relcache,
+ * and may hold it), and mark it as awaiting a rebuild: the next user loads
+ * it again, and its pool is replaced and rebuilt.  With mark_file, flag the
+ * pool file for the rebuild first (pmhash_pool_mark_rebuild), under the
+ * index lock, so that no rebuild ending meanwhile clears the flag.
  */
 void
-pmhash_reset_for_rebuild(const PmhashKey *key)
+pmhash_reset_for_rebuild(const PmhashKey *key, bool mark_file)
 {
 	PmhashShared *shared;
 
@@ -758,8 +761,14 @@ pmhash_reset_for_rebuild(const PmhashKey *key)
 	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
 	LWLockRelease(pmhash_htab_lock);
 	if (shared == NULL)
+	{
+		if (mark_file)
+			pmhash_pool_mark_rebuild(key);
 		return;
+	}
 	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	if (mark_file)
+		pmhash_pool_mark_rebuild(key);
 	pmhash_free_shared(shared);
 	shared->generation = pmhash_next_generation();
 	pmhash_set_rebuild(shared, true);
@@ -889,6 +898,9 @@ pmhash_writeback_candidates(PmhashWritebackItem *items, int max, bool force,
 			items[n].key = shared->key;
 			items[n].pool_id = shared->pool_id;
 			n++;
+			/* a full delay again before the next pass over it */
+			if (!force)
+				shared->wb_seen_at = now;
 		}
 	}
 	LWLockRelease(pmhash_htab_lock);
@@ -899,10 +911,13 @@ pmhash_writeback_candidates(PmhashWritebackItem *items, int max, bool force,
  * A step of a write-back pass (pmhashwriteback.c), with the write-back
  * lock held: is the storage's current pool still pool_id, loaded?  With
  * clear, also clear its flag (every persist from then on sets the mark
- * again); without, say whether the flag is still clear.
+ * again) and return in *sets how often the mark was set so far; without,
+ * say whether the mark was not set again since (the flag alone cannot
+ * tell: another pass may have cleared it after a persist set it).
  */
 bool
-pmhash_writeback_flag(const PmhashKey *key, uint64 pool_id, bool clear)
+pmhash_writeback_flag(const PmhashKey *key, uint64 pool_id, bool clear,
+					  uint64 *sets)
 {
 	PmhashShared *shared;
 	bool		ok = false;
@@ -915,10 +930,11 @@ pmhash_writeback_flag(const PmhashKey *key, uint64 pool_id, bool clear)
 		if (clear)
 		{
 			shared->wb_marked = false;
+			*sets = shared->wb_sets;
 			ok = true;
 		}
 		else
-			ok = !shared->wb_marked;
+			ok = !shared->wb_marked && shared->wb_sets == *sets;
 	}
 	LWLockRelease(pmhash_htab_lock);
 	return ok;

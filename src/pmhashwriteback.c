@@ -49,9 +49,6 @@ char	   *pmhash_boot_id_path = NULL;
 uint64		pmhash_boot_id[2];
 bool		pmhash_boot_known = false;
 
-/* most pools one write-back pass looks at */
-#define PMHASH_WRITEBACK_MAX	1024
-
 /*
  * Read the boot id of the running kernel (pmhash.boot_id_path, by default
  * /proc/sys/kernel/random/boot_id: a UUID that changes at every boot).
@@ -128,6 +125,7 @@ pmhash_mark_hook(PmhPool *pool, void *arg)
 		save_errno = errno;
 		if (rc == 0)
 		{
+			shared->wb_sets++;
 			pg_write_barrier();
 			shared->wb_marked = true;
 		}
@@ -205,16 +203,20 @@ pmhash_writeback_loaded(PmhashShared *shared, const PmhPool *pool)
 }
 
 /*
- * Write one pool back and clear its mark (see "Deferred write-back" in
- * src/README.pmhash):
+ * Write one pool back and clear its mark (see "Deferred write-back on
+ * ordinary files" in src/README.pmhash):
  *	1. with no lock: open the file, check it is the pool, sync it (most of
  *	   what is dirty goes here);
- *	2. (write-back lock) clear the shared flag: every persist from now on
- *	   sets the mark again before it returns;
+ *	2. (write-back lock) clear the shared flag, and note how often the mark
+ *	   was set: every persist from now on sets it again before it returns;
  *	3. sync again: everything stored before step 2 is on the device;
- *	4. (write-back lock) if nobody set the mark again and the file is still
- *	   the storage's pool, clear the mark on the device.
- * Returns whether the mark was cleared.  A failed sync marks the pool for
+ *	4. (write-back lock) if nobody set the mark since step 2 and the file
+ *	   is still the storage's pool, store zero into the mark; then (no
+ *	   lock) sync that.  A persist after the store sets the mark again
+ *	   under the lock, so the last word in the page cache is the right one.
+ * The syncs are fdatasync itself, not pg_fdatasync: with fsync = off the
+ * mark must still not be cleared over pages the device does not have.
+ * Returns whether the mark was cleared.  A failed sync flags the pool for
  * a rebuild: the kernel may have dropped pages it could not write.
  */
 static bool
@@ -227,6 +229,7 @@ pmhash_writeback_one(const PmhashKey *key, uint64 pool_id)
 	static const PmhPoolMark zero = {{0, 0}};
 	bool		cleared = false;
 	int			nsyncs = 0;
+	uint64		sets = 0;
 	int			fd;
 
 	pmhash_pool_path(key, path, sizeof(path));
@@ -243,56 +246,69 @@ pmhash_writeback_one(const PmhashKey *key, uint64 pool_id)
 	}
 
 	nsyncs++;
-	if (pg_fdatasync(fd) != 0)
+	if (fdatasync(fd) != 0)
 		goto failed;
 
 	LWLockAcquire(pmhash_writeback_lock, LW_EXCLUSIVE);
-	if (!pmhash_writeback_flag(key, pool_id, true))
+	if (!pmhash_writeback_flag(key, pool_id, true, &sets))
 	{
 		LWLockRelease(pmhash_writeback_lock);
-		close(fd);
-		return false;
+		goto done;
 	}
 	LWLockRelease(pmhash_writeback_lock);
 
 	pg_memory_barrier();
 	nsyncs++;
-	if (pg_fdatasync(fd) != 0)
+	if (fdatasync(fd) != 0)
 		goto failed;
 
 	LWLockAcquire(pmhash_writeback_lock, LW_EXCLUSIVE);
-	if (pmhash_writeback_flag(key, pool_id, false) &&
+	if (pmhash_writeback_flag(key, pool_id, false, &sets) &&
 		stat(path, &st2) == 0 && st2.st_ino == st.st_ino &&
 		st2.st_dev == st.st_dev)
 	{
-		nsyncs++;
-		if (pwrite(fd, &zero, sizeof(zero), PMH_MARK_OFFSET) != (ssize_t) sizeof(zero) ||
-			pg_fdatasync(fd) != 0)
+		errno = 0;
+		if (pwrite(fd, &zero, sizeof(zero), PMH_MARK_OFFSET) != (ssize_t) sizeof(zero))
 		{
+			if (errno == 0)
+				errno = EIO;
 			LWLockRelease(pmhash_writeback_lock);
 			goto failed;
 		}
 		cleared = true;
 	}
 	LWLockRelease(pmhash_writeback_lock);
-	close(fd);
-	pmhash_stats_add_syncs(key, nsyncs, nsyncs * (uint64) st.st_size);
-	return cleared;
+	if (cleared)
+	{
+		nsyncs++;
+		if (fdatasync(fd) != 0)
+			goto failed;
+	}
+	goto done;
 
 failed:
 	{
 		int			save_errno = errno;
+		bool		same;
 
-		close(fd);
+		/* act only on the pool the pass synced, not on a successor */
+		same = stat(path, &st2) == 0 && st2.st_ino == st.st_ino &&
+			st2.st_dev == st.st_dev;
 		errno = save_errno;
 		ereport(WARNING,
 				(errcode_for_file_access(),
 				 errmsg("could not write back pmhash pool file \"%s\": %m", path),
-				 errdetail("The operating system may have dropped what it could not write; the pool is rebuilt from its table.")));
-		pmhash_pool_mark_rebuild(key);
-		pmhash_reset_for_rebuild(key);
+				 same ?
+				 errdetail("The operating system may have dropped what it could not write; the pool is rebuilt from its table.") : 0));
+		if (same)
+			pmhash_reset_for_rebuild(key, true);
+		cleared = false;
 	}
-	return false;
+
+done:
+	close(fd);
+	pmhash_stats_add_syncs(key, nsyncs, nsyncs * (uint64) st.st_size);
+	return cleared;
 }
 
 /*
@@ -308,8 +324,8 @@ pmhash_writeback_run(bool force)
 	int			i;
 	int			done = 0;
 
-	items = palloc(sizeof(PmhashWritebackItem) * PMHASH_WRITEBACK_MAX);
-	n = pmhash_writeback_candidates(items, PMHASH_WRITEBACK_MAX, force,
+	items = palloc(sizeof(PmhashWritebackItem) * pmhash_max_indexes);
+	n = pmhash_writeback_candidates(items, pmhash_max_indexes, force,
 									(int64) pmhash_writeback_delay * USECS_PER_SEC);
 	for (i = 0; i < n; i++)
 	{

@@ -16,16 +16,18 @@
 # pmhash_check() finds nothing, that the crash was counted, and that the
 # unlogged table's pmhash index is empty and usable.
 #
-# Both persistence modes: the pools on tmpfs (/dev/shm) with
-# PMEM_IS_PMEM_FORCE=1 (libpmem's CPU-flush path), and the default, an
-# ordinary file in the data directory persisted with msync.  (kill -9 loses
+# Three persistence modes: the pools on tmpfs (/dev/shm) with
+# PMEM_IS_PMEM_FORCE=1 (libpmem's CPU-flush path); an ordinary file in the
+# data directory persisted with msync (pmhash.lazy_writeback = off); and
+# the default, an ordinary file with deferred write-back.  (kill -9 loses
 # no CPU cache and no page cache, so it tests ordering and recovery, not
-# missing flushes.)
+# missing flushes; a lost page cache is TAP 039's.)
 #
 # Knobs (doc/TESTING.md, "Crash testing"):
 #   PMHASH_TORTURE_CYCLES  crash cycles per mode (default 3)
 #   PMHASH_TORTURE_SEED    seed of the run (default: random, printed)
-#   PMHASH_TORTURE_MODES   comma list of "pmem", "msync" (default both)
+#   PMHASH_TORTURE_MODES   comma list of "pmem", "msync", "lazy" (default
+#                          all three)
 #
 # Nothing here depends on timing for its verdict: the random delay only
 # chooses when the kill lands.
@@ -42,7 +44,7 @@ use PmhashReplica;
 
 my $cycles = $ENV{PMHASH_TORTURE_CYCLES} // 3;
 my $seed = $ENV{PMHASH_TORTURE_SEED} // (time() ^ ($$ << 8)) % 1000000007;
-my @modes = split(/,/, $ENV{PMHASH_TORTURE_MODES} // 'pmem,msync');
+my @modes = split(/,/, $ENV{PMHASH_TORTURE_MODES} // 'pmem,msync,lazy');
 die "PMHASH_TORTURE_CYCLES must be a positive integer\n"
   unless $cycles =~ /^[0-9]+$/ && $cycles > 0;
 die "PMHASH_TORTURE_SEED must be an integer\n" unless $seed =~ /^[0-9]+$/;
@@ -339,7 +341,7 @@ sub cycle
 
 for my $mode (@modes)
 {
-	die "unknown mode $mode (pmem, msync)\n" unless $mode =~ /^(pmem|msync)$/;
+	die "unknown mode $mode (pmem, msync, lazy)\n" unless $mode =~ /^(pmem|msync|lazy)$/;
 	@kind_queue = ();
 	my $pool_dir;
 	local $ENV{PMEM_IS_PMEM_FORCE};
@@ -364,9 +366,11 @@ for my $mode (@modes)
 	$node->append_conf('postgresql.conf', "pmhash.pool_dir = '$pool_dir'\n")
 	  if $pool_dir;
 	# with msync pools the sessions load segments themselves after every
-	# restart (lazily, concurrently); with pmem pools the prewarm worker
-	# loads them in the background while the workload runs
+	# restart (lazily, concurrently); with pmem and lazy pools the prewarm
+	# worker loads them in the background while the workload runs
 	$node->append_conf('postgresql.conf', "pmhash.prewarm = off\n")
+	  if $mode eq 'msync';
+	$node->append_conf('postgresql.conf', "pmhash.lazy_writeback = off\n")
 	  if $mode eq 'msync';
 	$node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'pmhash'
