@@ -514,7 +514,7 @@ pmh_cluster_start() {
 	PMH_CL_POOL_DIR=
 	case "$mode" in
 	file)
-		PMH_CL_MODE_TEXT="ordinary file in the data directory, msync (durable)"
+		PMH_CL_MODE_TEXT="ordinary file in the data directory (durable: written back lazily, or an msync per persist with pmhash.lazy_writeback = off)"
 		;;
 	emulated)
 		PMH_CL_POOL_DIR=$(mktemp -d "/dev/shm/$name.XXXXXX") || pmh_die "no /dev/shm for emulated mode"

@@ -80,7 +80,9 @@
 #        that many runs, the three methods taking turns),
 #        PMHASH_BENCH_VACINS_TIME (10 seconds per run of step 8; 0 skips
 #        it), PMHASH_BENCH_VACINS_CLIENTS (4),
-#        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_SYNC_COMMIT ("off
+#        PMHASH_BENCH_CLIENTS ("1 2 8"), PMHASH_BENCH_PGBENCH_SCRIPTS
+#        (the pgbench scripts to run, default "select_only insert mixed
+#        ycsb_a insert10"), PMHASH_BENCH_SYNC_COMMIT ("off
 #        on": the synchronous_commit settings of step 9's insert scripts;
 #        the first also for every other pgbench run),
 #        PMHASH_BENCH_PIN_ONE (1: a 1-client pgbench run and its backend
@@ -727,24 +729,29 @@ fi
 # the scripts of earlier versions first, in their old order, under the
 # first setting, so that their rows are measured on tables grown as
 # before; then insert10; then the write scripts under each further setting.
+# PMHASH_BENCH_PGBENCH_SCRIPTS (default all) leaves the others out.
+PGB_SCRIPTS=" ${PMHASH_BENCH_PGBENCH_SCRIPTS:-select_only insert mixed ycsb_a insert10} "
+pgb_wanted() { [[ "$PGB_SCRIPTS" == *" $1 "* ]]; }
 PGB_RUNS=()
 for s in select_only insert mixed ycsb_a insert10; do
-	PGB_RUNS+=("$s:$SYNC_FIRST")
+	pgb_wanted "$s" && PGB_RUNS+=("$s:$SYNC_FIRST")
 done
 for sc in "${SYNCS[@]:1}"; do
 	for s in "${WRITE_SCRIPTS[@]}"; do
-		PGB_RUNS+=("$s:$sc")
+		pgb_wanted "$s" && PGB_RUNS+=("$s:$sc")
 	done
 done
 # the same runs in the report's order: each write script under every
 # setting together
-PGB_REPORT=("select_only:$SYNC_FIRST")
+PGB_REPORT=()
+pgb_wanted select_only && PGB_REPORT+=("select_only:$SYNC_FIRST")
 for s in "${WRITE_SCRIPTS[@]}"; do
 	for sc in "${SYNCS[@]}"; do
-		PGB_REPORT+=("$s:$sc")
+		pgb_wanted "$s" && PGB_REPORT+=("$s:$sc")
 	done
 done
-PGB_REPORT+=("mixed:$SYNC_FIRST" "ycsb_a:$SYNC_FIRST")
+pgb_wanted mixed && PGB_REPORT+=("mixed:$SYNC_FIRST")
+pgb_wanted ycsb_a && PGB_REPORT+=("ycsb_a:$SYNC_FIRST")
 # pgb_key SCRIPT SETTING: the name of a run in metric and file names: the
 # script's name under the first setting (the names of earlier versions),
 # else SCRIPT_synccommit_SETTING
