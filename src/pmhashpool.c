@@ -629,8 +629,8 @@ pmhash_pool_exists(const PmhashKey *key)
 
 /*
  * Read the header (validated, not for ownership) and, if pst (mark) is not
- * NULL, the state line (write-back mark) of a pool file.  Returns false if there is no such
- * readable, valid file.
+ * NULL, the state line (write-back mark) of a pool file.  Returns false if
+ * there is no such readable, valid file.
  */
 static bool
 pmhash_pool_read_head(const PmhashKey *key, PmhPoolHeader *hdr,
