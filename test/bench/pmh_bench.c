@@ -2307,9 +2307,15 @@ report(int is_pmem)
 	printf("- pool: %s, %s\n", opt.dir,
 		   is_pmem ? "emulated PMem (PMEM_IS_PMEM_FORCE=1: CPU cache flushes + fence; not durable)" :
 		   "ordinary file (msync per persist)");
-	printf("- %llu keys loaded; %llu operations per search phase, %llu per delete phase; Zipf theta %.2f (scrambled)\n",
+	printf("- %llu keys loaded; %llu operations per search phase, %llu per delete phase; ",
 		   (unsigned long long) opt.entries, (unsigned long long) opt.ops,
-		   (unsigned long long) opt.del_ops, opt.theta);
+		   (unsigned long long) opt.del_ops);
+	/* the distributions the run drew its keys from, and no other */
+	if (opt.zipf)
+		printf("%sZipf(%.2f), scrambled\n",
+			   opt.uniform ? "keys uniform and " : "keys ", opt.theta);
+	else
+		printf("keys uniform\n");
 	if (opt.media_lines > 0)
 		printf("- media model: %d lines of 256 B, LRU (src/core/pmh_media.c); fed after each phase from a trace of the fenced ranges (the model not timed); WA = media bytes written / 16 B per entry inserted (deleted), dirty lines drained at the end of the phase\n",
 			   opt.media_lines);
