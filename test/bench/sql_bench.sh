@@ -774,12 +774,35 @@ backends_cpu_ticks() {
 	pm=$(postmaster_pid) || return 1
 	awk '{ print $16 + $17 }' "/proc/$pm/stat" 2>/dev/null
 }
-# pgbench_gone: wait (up to 5 s) until pgbench's backends have exited
+# sessions_left PID: how many children of the postmaster PID are client
+# backends of database "bench", or have exited and are not reaped yet (the
+# kernel adds a child's CPU time to the postmaster's only when it reaps it;
+# a backend leaves pg_stat_activity before that).  Reads /proc: asking the
+# server would start one more backend.
+sessions_left() {
+	local n=0 d st args
+	for d in /proc/[0-9]*; do
+		st=$(cat "$d/stat" 2>/dev/null) || continue
+		# after the command's closing parenthesis: state, parent pid
+		st=${st##*) }
+		read -r -a st <<<"$st"
+		[ "${st[1]:-}" = "$1" ] || continue
+		if [ "${st[0]}" = Z ]; then
+			n=$((n + 1))
+			continue
+		fi
+		args=$(tr '\0' ' ' <"$d/cmdline" 2>/dev/null) || continue
+		[[ "$args" == *" bench "* ]] && n=$((n + 1))
+	done
+	echo "$n"
+}
+# pgbench_gone: wait (up to 5 s) until every client backend (pgbench's,
+# and this script's own sessions) has exited and been reaped
 pgbench_gone() {
-	local n
+	local pm
+	pm=$(postmaster_pid) || return 1
 	for _ in $(seq 1 50); do
-		n=$(sql -c "SELECT count(*) FROM pg_stat_activity WHERE application_name = 'pgbench'") || return 1
-		[ "$n" = 0 ] && return 0
+		[ "$(sessions_left "$pm")" = 0 ] && return 0
 		sleep 0.1
 	done
 	return 1
