@@ -495,6 +495,9 @@ extern void pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 							 const PmhashKey *to);
 extern void pmhash_db_dir(Oid dbid, char *path, size_t len);
 extern bool pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr);
+struct stat;
+extern int	pmhash_pool_open_head(const PmhashKey *key, PmhPoolHeader *hdr,
+								  struct stat *st);
 extern void pmhash_persist_or_error(PmhashIndex *idx, const void *addr,
 									size_t len);
 extern void pmhash_report_io_error(Relation index, const char *what);

@@ -479,8 +479,7 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 	else if (pmh_pool_state(&local->pool)->flags &
 			 (PMH_STATE_REBUILD | PMH_STATE_WALBUILD))
 		pmhash_pool_distrust = "it was being rebuilt";
-	else if (!pmhash_mark_trusted((const PmhPoolMark *)
-								  (local->pool.base + PMH_MARK_OFFSET)))
+	else if (!pmhash_mark_trusted(pmh_pool_mark_line(&local->pool)))
 		pmhash_pool_distrust = "the operating system restarted before it was written back";
 	else
 	{
@@ -628,6 +627,32 @@ pmhash_pool_exists(const PmhashKey *key)
 }
 
 /*
+ * Open the pool file of an index storage (never through a symlink, a
+ * regular file) and read its header, validated (not for ownership), and
+ * what fstat says of it.  Returns the descriptor, or -1 if there is no
+ * such readable, valid file.
+ */
+int
+pmhash_pool_open_head(const PmhashKey *key, PmhPoolHeader *hdr,
+					  struct stat *st)
+{
+	char		path[MAXPGPATH];
+	int			fd;
+
+	pmhash_pool_path(key, path, sizeof(path));
+	fd = pmhash_open_nofollow(path, st);
+	if (fd < 0)
+		return -1;
+	if (pread(fd, hdr, sizeof(*hdr), 0) != (ssize_t) sizeof(*hdr) ||
+		pmh_header_validate(hdr, (size_t) st->st_size) != PMH_HEADER_OK)
+	{
+		close(fd);
+		return -1;
+	}
+	return fd;
+}
+
+/*
  * Read the header (validated, not for ownership) and, if pst (mark) is not
  * NULL, the state line (write-back mark) of a pool file.  Returns false if
  * there is no such readable, valid file.
@@ -636,18 +661,14 @@ static bool
 pmhash_pool_read_head(const PmhashKey *key, PmhPoolHeader *hdr,
 					  PmhPoolState *pst, PmhPoolMark *mark)
 {
-	char		path[MAXPGPATH];
 	struct stat st;
 	int			fd;
 	bool		ok;
 
-	pmhash_pool_path(key, path, sizeof(path));
-	fd = pmhash_open_nofollow(path, &st);
+	fd = pmhash_pool_open_head(key, hdr, &st);
 	if (fd < 0)
 		return false;
-	ok = pread(fd, hdr, sizeof(*hdr), 0) == (ssize_t) sizeof(*hdr) &&
-		pmh_header_validate(hdr, (size_t) st.st_size) == PMH_HEADER_OK &&
-		(pst == NULL ||
+	ok = (pst == NULL ||
 		 pread(fd, pst, sizeof(*pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(*pst)) &&
 		(mark == NULL ||
 		 pread(fd, mark, sizeof(*mark), PMH_MARK_OFFSET) == (ssize_t) sizeof(*mark));

@@ -489,9 +489,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	PmhashShared *shared;
 	bool		found;
 
-	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
-	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
-	LWLockRelease(pmhash_htab_lock);
+	shared = pmhash_shared_entry_if_any(key);
 	if (shared)
 		return shared;
 
@@ -715,9 +713,7 @@ pmhash_forget(const PmhashKey *key)
 		return;
 	pmhash_local_forget(key);
 
-	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
-	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
-	LWLockRelease(pmhash_htab_lock);
+	shared = pmhash_shared_entry_if_any(key);
 	if (shared == NULL)
 		return;
 	pmhash_backend_init();		/* to free DSA memory */
@@ -757,9 +753,7 @@ pmhash_reset_for_rebuild(const PmhashKey *key, bool mark_file)
 	if (pmhash_ctl == NULL)
 		return;
 	pmhash_backend_init();
-	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
-	shared = hash_search(pmhash_htab, key, HASH_FIND, NULL);
-	LWLockRelease(pmhash_htab_lock);
+	shared = pmhash_shared_entry_if_any(key);
 	if (shared == NULL)
 	{
 		if (mark_file)

@@ -27,14 +27,12 @@
  */
 #include "postgres.h"
 
-#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include "catalog/pg_authid.h"
 #include "fmgr.h"
 #include "miscadmin.h"
-#include "storage/fd.h"
 #include "utils/acl.h"
 #include "utils/timestamp.h"
 
@@ -151,13 +149,6 @@ pmhash_writeback_setup(PmhashShared *shared, PmhashLocal *local)
 	pool->mark_hook_arg = shared;
 }
 
-/* the write-back mark of a mapped pool */
-static const PmhPoolMark *
-pmhash_mark_of(const PmhPool *pool)
-{
-	return (const PmhPoolMark *) (pool->base + PMH_MARK_OFFSET);
-}
-
 /*
  * Can a pool with this mark be trusted here?  Not when it names another
  * boot (or any boot, when this one is unknown): the operating system may
@@ -179,7 +170,7 @@ pmhash_mark_trusted(const PmhPoolMark *mark)
 void
 pmhash_mark_new_pool(PmhPool *pool)
 {
-	PmhPoolMark *m = (PmhPoolMark *) (pool->base + PMH_MARK_OFFSET);
+	PmhPoolMark *m = pmh_pool_mark_line(pool);
 
 	if (pool->is_pmem || !pmhash_boot_known)
 		return;
@@ -195,11 +186,21 @@ pmhash_mark_new_pool(PmhPool *pool)
 void
 pmhash_writeback_loaded(PmhashShared *shared, const PmhPool *pool)
 {
-	const PmhPoolMark *m = pmhash_mark_of(pool);
+	const PmhPoolMark *m = pmh_pool_mark_line(pool);
 
 	LWLockAcquire(pmhash_writeback_lock, LW_EXCLUSIVE);
 	shared->wb_marked = (m->boot[0] != 0 || m->boot[1] != 0);
 	LWLockRelease(pmhash_writeback_lock);
+}
+
+/* is the file at path still the one that fstat described as st? */
+static bool
+pmhash_still_file(const char *path, const struct stat *st)
+{
+	struct stat now;
+
+	return stat(path, &now) == 0 && now.st_ino == st->st_ino &&
+		now.st_dev == st->st_dev;
 }
 
 /*
@@ -224,7 +225,6 @@ pmhash_writeback_one(const PmhashKey *key, uint64 pool_id)
 {
 	char		path[MAXPGPATH];
 	struct stat st;
-	struct stat st2;
 	PmhPoolHeader hdr;
 	static const PmhPoolMark zero = {{0, 0}};
 	bool		cleared = false;
@@ -233,13 +233,10 @@ pmhash_writeback_one(const PmhashKey *key, uint64 pool_id)
 	int			fd;
 
 	pmhash_pool_path(key, path, sizeof(path));
-	fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	fd = pmhash_pool_open_head(key, &hdr, &st);
 	if (fd < 0)
 		return false;
-	if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode) ||
-		pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t) sizeof(hdr) ||
-		pmh_header_validate(&hdr, (size_t) st.st_size) != PMH_HEADER_OK ||
-		hdr.pool_id != pool_id)
+	if (hdr.pool_id != pool_id)
 	{
 		close(fd);
 		return false;
@@ -264,8 +261,7 @@ pmhash_writeback_one(const PmhashKey *key, uint64 pool_id)
 
 	LWLockAcquire(pmhash_writeback_lock, LW_EXCLUSIVE);
 	if (pmhash_writeback_flag(key, pool_id, false, &sets) &&
-		stat(path, &st2) == 0 && st2.st_ino == st.st_ino &&
-		st2.st_dev == st.st_dev)
+		pmhash_still_file(path, &st))
 	{
 		errno = 0;
 		if (pwrite(fd, &zero, sizeof(zero), PMH_MARK_OFFSET) != (ssize_t) sizeof(zero))
@@ -292,8 +288,7 @@ failed:
 		bool		same;
 
 		/* act only on the pool the pass synced, not on a successor */
-		same = stat(path, &st2) == 0 && st2.st_ino == st.st_ino &&
-			st2.st_dev == st.st_dev;
+		same = pmhash_still_file(path, &st);
 		errno = save_errno;
 		ereport(WARNING,
 				(errcode_for_file_access(),

@@ -518,6 +518,13 @@ pmh_pool_state(const PmhPool *pool)
 	return (PmhPoolState *) (pool->base + PMH_STATE_OFFSET);
 }
 
+/* the pool's write-back mark */
+static inline PmhPoolMark *
+pmh_pool_mark_line(const PmhPool *pool)
+{
+	return (PmhPoolMark *) (pool->base + PMH_MARK_OFFSET);
+}
+
 static inline PmhEntry *
 pmh_seg_entries(const PmhPool *pool, uint32 segno)
 {

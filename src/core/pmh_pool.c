@@ -305,11 +305,12 @@ pmh_fail_injected(PmhPool *pool)
 }
 
 /*
- * Flush one range and account for it; the fence is the caller's.  Returns
- * 0, or -1 with errno set.
+ * Flush one range and account for it; the fence is the caller's.  With
+ * may_defer, a pool in lazy write-back leaves it to the kernel (see
+ * pmh_lazy_cover).  Returns 0, or -1 with errno set.
  */
 static int
-pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
+pmh_flush_range(PmhPool *pool, const void *addr, size_t len, bool may_defer)
 {
 	if (pmh_fail_injected(pool))
 		return -1;
@@ -319,7 +320,7 @@ pmh_flush_range(PmhPool *pool, const void *addr, size_t len)
 		pmem_flush(addr, len);
 		return 0;
 	}
-	if (pool->lazy)
+	if (pool->lazy && may_defer)
 	{
 		pool->stats.deferred++;
 		return pmh_lazy_cover(pool);
@@ -353,7 +354,7 @@ pmh_flush_batch(PmhPool *pool)
 	for (i = 0; i < n; i++)
 	{
 		if (pool->is_pmem)
-			pmh_flush_range(pool, pool->batch[i].addr, pool->batch[i].len);
+			pmh_flush_range(pool, pool->batch[i].addr, pool->batch[i].len, true);
 		else
 			pmh_account_range(pool, pool->batch[i].addr, pool->batch[i].len);
 	}
@@ -435,7 +436,7 @@ pmh_persist(PmhPool *pool, const void *addr, size_t len)
 		return 0;
 	}
 
-	if (pmh_flush_range(pool, addr, len) != 0)
+	if (pmh_flush_range(pool, addr, len, true) != 0)
 		return -1;
 	pmh_fence(pool);
 	return 0;
@@ -546,22 +547,10 @@ pmh_pool_note_crashes(PmhPool *pool, uint64 crash_count, bool *stale)
 int
 pmh_sync_now(PmhPool *pool, const void *addr, size_t len)
 {
-	if (pmh_fail_injected(pool))
-		return -1;
-	pmh_account_range(pool, addr, len);
-	if (pool->is_pmem)
-		pmem_persist(addr, len);
-	else if (pmh_msync(pool, addr, len) != 0)
+	if (pmh_flush_range(pool, addr, len, false) != 0)
 		return -1;
 	pmh_fence(pool);
 	return 0;
-}
-
-/* the pool's write-back mark */
-static inline PmhPoolMark *
-pmh_pool_mark_line(const PmhPool *pool)
-{
-	return (PmhPoolMark *) (pool->base + PMH_MARK_OFFSET);
 }
 
 /*
