@@ -41,6 +41,7 @@ OBJS = \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \
 	src/pmhashworker.o \
+	src/pmhashunique.o \
 	src/pmhashwriteback.o \
 	src/pmhashxact.o \
 	src/pmhashxlog.o

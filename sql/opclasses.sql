@@ -504,8 +504,6 @@ ORDER BY p.tab::text, p.probe;
 -- Errors
 --
 
--- one key column only (amcanmulticol is false)
-CREATE INDEX ON oc_int4 USING pmhash (id, v);
 -- a type without a class
 CREATE TABLE oc_point (id serial, v point);
 CREATE INDEX ON oc_point USING pmhash (v);

@@ -12,12 +12,14 @@
 #include "access/genam.h"
 #include "access/reloptions.h"
 #include "access/xlog.h"
+#include "common/hashfn.h"
 #include "commands/vacuum.h"
 #include "miscadmin.h"
 #include "optimizer/cost.h"
 #include "optimizer/optimizer.h"
 #include "storage/ipc.h"
 #include "utils/guc.h"
+#include "utils/rel.h"
 #include "utils/selfuncs.h"
 
 #include "pmhash.h"
@@ -206,6 +208,61 @@ pmhash_hash_datum(FmgrInfo *proc, Oid collation, Datum value)
 											Int64GetDatum(0)));
 }
 
+/*
+ * Fold the hash of the next key column into the hash of the columns before
+ * it.  The result is mixed again (the finaliser of MurmurHash3), so that
+ * the bits that choose the segment and the fingerprint depend on every
+ * column, whatever the columns' own hash functions leave in them.
+ */
+uint64
+pmhash_hash_combine(uint64 hash, uint64 column_hash)
+{
+	uint64		h = hash_combine64(hash, column_hash);
+
+	h ^= h >> 33;
+	h *= UINT64CONST(0xff51afd7ed558ccd);
+	h ^= h >> 33;
+	h *= UINT64CONST(0xc4ceb9fe1a85ec53);
+	h ^= h >> 33;
+	return h;
+}
+
+/*
+ * The entry hash of an index row into *hash: the key column's hash for one
+ * column, the columns' hashes folded in order (pmhash_hash_combine) for
+ * several.  A row with a NULL key column is not indexed (returns false),
+ * as in a hash index, except in a UNIQUE NULLS NOT DISTINCT index, whose
+ * NULLs must find each other: there a NULL column hashes to
+ * PMHASH_NULL_HASH.
+ */
+bool
+pmhash_hash_row(Relation index, const Datum *values, const bool *isnull,
+				uint64 *hash)
+{
+	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	uint64		h = 0;
+	int			i;
+
+	for (i = 0; i < nkeys; i++)
+	{
+		uint64		c;
+
+		if (isnull[i])
+		{
+			if (!index->rd_index->indnullsnotdistinct)
+				return false;
+			c = PMHASH_NULL_HASH;
+		}
+		else
+			c = pmhash_hash_datum(index_getprocinfo(index, i + 1,
+													PMHASH_EXTENDED_PROC),
+								  index->rd_indcollation[i], values[i]);
+		h = i == 0 ? c : pmhash_hash_combine(h, c);
+	}
+	*hash = h;
+	return true;
+}
+
 /* reloptions: pmhash has none yet, but rejects unknown ones clearly */
 static bytea *
 pmhashoptions(Datum reloptions, bool validate)
@@ -233,6 +290,28 @@ pmhash_index_oid_unusable(Oid indexoid)
 	result = pmhash_known_unusable(index) || pmhash_known_rebuilding(index);
 	index_close(index, NoLock);
 	return result;
+}
+
+/*
+ * Does the path have a condition on every key column?  Entries hash all
+ * key columns together, so a scan needs every column's value; the planner
+ * offers paths that constrain only the first (amoptionalkey is false).
+ */
+static bool
+pmhash_path_has_all_keys(IndexPath *path)
+{
+	int			ncols = path->indexinfo->nkeycolumns;
+	bool		have[INDEX_MAX_KEYS];
+	ListCell   *lc;
+	int			i;
+
+	memset(have, 0, sizeof(have));
+	foreach(lc, path->indexclauses)
+		have[((IndexClause *) lfirst(lc))->indexcol] = true;
+	for (i = 0; i < ncols; i++)
+		if (!have[i])
+			return false;
+	return true;
 }
 
 /*
@@ -269,9 +348,12 @@ pmhashcostestimate(PlannerInfo *root, IndexPath *path, double loop_count,
 
 	/*
 	 * An index whose pool failed to load (and has not changed since) would
-	 * only raise that error again: price it above even a disabled seqscan.
+	 * only raise that error again, and a scan that lacks an equality
+	 * condition on a key column cannot hash its keys: price them above even
+	 * a disabled seqscan.
 	 */
-	if (pmhash_index_oid_unusable(path->indexinfo->indexoid))
+	if (!pmhash_path_has_all_keys(path) ||
+		pmhash_index_oid_unusable(path->indexinfo->indexoid))
 		costs.indexTotalCost += PMHASH_UNUSABLE_COST;
 
 	*indexStartupCost = costs.indexStartupCost;
@@ -296,8 +378,8 @@ pmhash_handler(PG_FUNCTION_ARGS)
 	amroutine->amcanorder = false;
 	amroutine->amcanorderbyop = false;
 	amroutine->amcanbackward = false;
-	amroutine->amcanunique = false;
-	amroutine->amcanmulticol = false;
+	amroutine->amcanunique = true;
+	amroutine->amcanmulticol = true;
 	amroutine->amoptionalkey = false;
 	amroutine->amsearcharray = true;
 	amroutine->amsearchnulls = false;

@@ -16,6 +16,7 @@
 #include "access/amapi.h"
 #include "access/genam.h"
 #include "access/itup.h"
+#include "executor/execdesc.h"
 #include "fmgr.h"
 #include "nodes/execnodes.h"
 #include "nodes/pathnodes.h"
@@ -36,6 +37,12 @@
 /* the only strategy: equality */
 #define PMHASH_EQUAL_STRATEGY	1
 #define PMHASH_NSTRATEGIES		1
+
+/*
+ * What a NULL key column hashes to in a UNIQUE NULLS NOT DISTINCT index
+ * (elsewhere rows with a NULL key column are not indexed)
+ */
+#define PMHASH_NULL_HASH		UINT64CONST(0x9e3779b97f4a7c15)
 
 /* build phases for pg_stat_progress_create_index */
 #define PMHASH_BUILD_PHASE_SCAN		2
@@ -412,6 +419,9 @@ extern bool pmhash_preloaded;
 extern Datum pmhash_handler(PG_FUNCTION_ARGS);
 extern void pmhash_require_preload(void);
 extern uint64 pmhash_hash_datum(FmgrInfo *proc, Oid collation, Datum value);
+extern uint64 pmhash_hash_combine(uint64 hash, uint64 column_hash);
+extern bool pmhash_hash_row(Relation index, const Datum *values,
+							const bool *isnull, uint64 *hash);
 
 /* pmhashbuild.c */
 extern IndexBuildResult *pmhashbuild(Relation heap, Relation index,
@@ -433,6 +443,24 @@ extern bool pmhashinsert(Relation index, Datum *values, bool *isnull,
 						 ItemPointer ht_ctid, Relation heapRel,
 						 IndexUniqueCheck checkUnique, bool indexUnchanged,
 						 struct IndexInfo *indexInfo);
+
+/* pmhashunique.c: UNIQUE indexes */
+#define PMHASH_UNIQUE_TRANCHE	"pmhash unique"
+#define PMHASH_UNIQUE_LOCKS		512 /* unique-check locks, by hash */
+typedef struct PmhashBuildUnique PmhashBuildUnique;
+extern bool pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
+								 bool *isnull, ItemPointer tid, Relation heap,
+								 IndexUniqueCheck check,
+								 struct IndexInfo *indexInfo);
+extern void pmhash_wait_rebuilt(Relation index, Relation heap);
+extern PmhashBuildUnique *pmhash_build_unique_begin(Relation index,
+													Relation heap);
+extern bool pmhash_build_unique_note(PmhashBuildUnique *bu, ItemPointer tid,
+									 const uint64 *tags, int n);
+extern void pmhash_build_unique_check(PmhashBuildUnique *bu);
+extern void pmhash_build_unique_end(PmhashBuildUnique *bu);
+extern void pmhash_upsert_executor_start(QueryDesc *queryDesc, int eflags,
+										 void (*start) (QueryDesc *, int));
 
 /* pmhashsearch.c */
 extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);

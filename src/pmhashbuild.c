@@ -51,13 +51,13 @@
 typedef struct PmhashBuildState
 {
 	PmhashIndex idx;
-	FmgrInfo   *proc;
-	Oid			collation;
 	double		indtuples;
 	/* entries waiting to go in together (pmhash_build_flush) */
 	uint64		hashes[PMHASH_BUILD_BATCH];
 	ItemPointerData tids[PMHASH_BUILD_BATCH];
+	bool		alive[PMHASH_BUILD_BATCH];
 	int			nwaiting;
+	PmhashBuildUnique *unique;	/* a UNIQUE index's duplicate check */
 	bool		wal;			/* log the entries (pmhash_xlog_wanted) */
 	/* entries stored but not logged yet, PMHASH_XLOG_BATCH to a record */
 	uint64		wal_hashes[PMHASH_XLOG_BATCH];
@@ -172,6 +172,33 @@ pmhash_build_wal(PmhashBuildState *bs)
 }
 
 /*
+ * A unique build, before it inserts waiting entry i (a live row's): note
+ * the rows whose entries have its hash already, for the duplicate check.
+ * Returns whether the pairs noted should be checked now.
+ */
+static bool
+pmhash_build_note_same_hash(PmhashBuildState *bs, int i)
+{
+	uint64		tags[PMH_BUCKET_SLOTS];
+	uint64	   *found = tags;
+	int			n;
+	bool		full;
+
+	n = pmhash_lookup_hash(&bs->idx, bs->hashes[i], tags, PMH_BUCKET_SLOTS);
+	if (n == 0)
+		return false;
+	if (n > PMH_BUCKET_SLOTS)
+	{
+		found = palloc(sizeof(uint64) * n);
+		n = pmhash_lookup_hash(&bs->idx, bs->hashes[i], found, n);
+	}
+	full = pmhash_build_unique_note(bs->unique, &bs->tids[i], found, n);
+	if (found != tags)
+		pfree(found);
+	return full;
+}
+
+/*
  * Insert the entries the heap scan has handed over, in their order.  First
  * the metadata each will touch (first line, fingerprint bucket, occupancy
  * masks) starts loading for all of them, then the pool slot each will
@@ -187,6 +214,7 @@ pmhash_build_flush(PmhashBuildState *bs)
 {
 	uint32		segno[PMHASH_BUILD_BATCH];
 	PmhSegMeta *meta[PMHASH_BUILD_BATCH];
+	bool		suspects = false;
 	int			i;
 
 	if (bs->nwaiting == 0)
@@ -202,8 +230,14 @@ pmhash_build_flush(PmhashBuildState *bs)
 	for (i = 0; i < bs->nwaiting; i++)
 		pmh_insert_prefetch_slot(&bs->idx.local->pool, meta[i], segno[i]);
 	for (i = 0; i < bs->nwaiting; i++)
+	{
+		if (bs->unique != NULL && bs->alive[i])
+			suspects |= pmhash_build_note_same_hash(bs, i);
 		pmhash_insert_entry(&bs->idx, bs->hashes[i], &bs->tids[i]);
+	}
 	LWLockRelease(&bs->idx.shared->lock);
+	if (suspects)
+		pmhash_build_unique_check(bs->unique);
 	if (bs->wal)
 	{
 		if (bs->nwal + bs->nwaiting > PMHASH_XLOG_BATCH)
@@ -222,8 +256,9 @@ pmhash_build_flush(PmhashBuildState *bs)
 }
 
 /*
- * The share of the heap's rows whose key is NULL (and so not indexed), as
- * ANALYZE last saw it: only for a plain column key; 0 when unknown.
+ * The share of the heap's rows whose first key column is NULL (and so not
+ * indexed), as ANALYZE last saw it: only for a plain column, and not in a
+ * NULLS NOT DISTINCT index, which indexes NULLs; 0 when unknown.
  */
 static double
 pmhash_build_null_fraction(Relation heap, IndexInfo *indexInfo)
@@ -232,7 +267,7 @@ pmhash_build_null_fraction(Relation heap, IndexInfo *indexInfo)
 	HeapTuple	tuple;
 	double		frac = 0.0;
 
-	if (attnum <= 0)
+	if (attnum <= 0 || indexInfo->ii_NullsNotDistinct)
 		return 0.0;
 	tuple = SearchSysCache3(STATRELATTINH,
 							ObjectIdGetDatum(RelationGetRelid(heap)),
@@ -305,18 +340,17 @@ pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
 	LWLockRelease(&idx->shared->lock);
 }
 
-/* heap scan callback: one entry per non-NULL key */
+/* heap scan callback: one entry per indexed row (pmhash_hash_row) */
 static void
 pmhash_build_callback(Relation index, ItemPointer tid, Datum *values,
 					  bool *isnull, bool tupleIsAlive, void *state)
 {
 	PmhashBuildState *bs = (PmhashBuildState *) state;
 
-	if (isnull[0])
+	if (!pmhash_hash_row(index, values, isnull, &bs->hashes[bs->nwaiting]))
 		return;
-	bs->hashes[bs->nwaiting] = pmhash_hash_datum(bs->proc, bs->collation,
-												 values[0]);
 	bs->tids[bs->nwaiting] = *tid;
+	bs->alive[bs->nwaiting] = tupleIsAlive;
 	if (++bs->nwaiting == PMHASH_BUILD_BATCH)
 		pmhash_build_flush(bs);
 }
@@ -334,11 +368,6 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	uint64		pool_id = pmhash_new_pool_id();
 	PmhPool    *pool;
 
-	if (indexInfo->ii_NumIndexKeyAttrs != 1)
-		ereport(ERROR,
-				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-				 errmsg("pmhash indexes support only one key column")));
-
 	memset(&bs, 0, sizeof(bs));
 	pmhash_attach_new(index, pool_id, 0, &bs.idx);
 	bs.wal = pmhash_xlog_wanted(index);
@@ -346,8 +375,8 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 		pmhash_xlog_create(index, pool_id, true);
 	pmhash_write_metapage(index, MAIN_FORKNUM, pool_id, 0);
 
-	bs.proc = index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC);
-	bs.collation = index->rd_indcollation[0];
+	if (indexInfo->ii_Unique)
+		bs.unique = pmhash_build_unique_begin(index, heap);
 
 	pool = &bs.idx.local->pool;
 	pool->no_persist = 1;
@@ -359,6 +388,8 @@ pmhashbuild(Relation heap, Relation index, IndexInfo *indexInfo)
 	reltuples = table_index_build_scan(heap, index, indexInfo, true, true,
 									   pmhash_build_callback, &bs, NULL);
 	pmhash_build_flush(&bs);
+	if (bs.unique != NULL)
+		pmhash_build_unique_end(bs.unique);
 
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_SUBPHASE,
 								 PMHASH_BUILD_PHASE_PERSIST);

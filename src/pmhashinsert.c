@@ -19,15 +19,20 @@
 #include "pmhash.h"
 
 /*
- * aminsert: NULL keys are not indexed (as in a hash index); anything else
- * becomes one entry of the transaction's collecting log, persistent by the
- * time the transaction commits or prepares.
+ * aminsert: a row with a NULL key column is not indexed (as in a hash
+ * index; a UNIQUE NULLS NOT DISTINCT index indexes it: pmhash_hash_row);
+ * anything else becomes one entry of the transaction's collecting log,
+ * persistent by the time the transaction commits or prepares.
  *
  * An index that backs an exclusion constraint is different: after the
  * insert, the executor looks for conflicting rows with a dirty snapshot,
  * which must see the uncommitted rows of concurrent inserters (one of two
  * racing inserts then waits for the other).  Other backends cannot see a
- * collecting log, so there each entry is flushed to the pool at once.
+ * collecting log, so there each entry is flushed to the pool at once.  A
+ * unique index's entries are too, after the check (pmhashunique.c).
+ *
+ * The result matters only for UNIQUE_CHECK_PARTIAL: is the key known to
+ * be unique?
  */
 bool
 pmhashinsert(Relation index, Datum *values, bool *isnull,
@@ -40,11 +45,11 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 	bool		exclusion = indexInfo != NULL &&
 		indexInfo->ii_ExclusionOps != NULL;
 
-	if (isnull[0])
-		return false;
-
-	hash = pmhash_hash_datum(index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC),
-							 index->rd_indcollation[0], values[0]);
+	if (!pmhash_hash_row(index, values, isnull, &hash))
+		return checkUnique == UNIQUE_CHECK_PARTIAL;
+	if (checkUnique != UNIQUE_CHECK_NO)
+		return pmhash_unique_insert(index, hash, values, isnull, ht_ctid,
+									heapRel, checkUnique, indexInfo);
 
 	/* most rows only join the collecting log: no need to attach */
 	if (!exclusion && pmhash_log_append_unattached(index, hash, ht_ctid))

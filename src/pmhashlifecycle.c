@@ -297,26 +297,30 @@ static void
 pmhash_ExecutorStart(QueryDesc *queryDesc, int eflags)
 {
 	PlannedStmt *stmt = queryDesc->plannedstmt;
+	bool		upserts = false;
 
-	if ((eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0 &&
-		(stmt->commandType == CMD_INSERT || stmt->hasModifyingCTE))
+	if (stmt->commandType == CMD_INSERT || stmt->hasModifyingCTE)
 	{
 		ListCell   *lc;
-		bool		upserts = pmhash_plan_upserts(stmt->planTree);
 
+		upserts = pmhash_plan_upserts(stmt->planTree);
 		foreach(lc, stmt->subplans)
 		{
 			if (upserts)
 				break;
 			upserts = pmhash_plan_upserts((Plan *) lfirst(lc));
 		}
-		if (upserts)
+		if (upserts && (eflags & EXEC_FLAG_EXPLAIN_ONLY) == 0)
 			pmhash_log_note_upsert();
 	}
 	if (stmt->parallelModeNeeded &&
 		pmhash_log_have_unflushed())
 		pmhash_log_flush_all(true);
-	if (prev_ExecutorStart)
+	if (upserts)
+		pmhash_upsert_executor_start(queryDesc, eflags,
+									 prev_ExecutorStart ? prev_ExecutorStart :
+									 standard_ExecutorStart);
+	else if (prev_ExecutorStart)
 		prev_ExecutorStart(queryDesc, eflags);
 	else
 		standard_ExecutorStart(queryDesc, eflags);

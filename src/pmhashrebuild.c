@@ -67,8 +67,6 @@ typedef struct PmhashRebuildState
 	uint64		generation;
 	Oid			heapoid;
 	TransactionId limit_xid;
-	FmgrInfo   *proc;
-	Oid			collation;
 	uint64		hashes[PMHASH_REBUILD_BATCH];
 	ItemPointerData tids[PMHASH_REBUILD_BATCH];
 	int			nwaiting;
@@ -96,17 +94,15 @@ pmhash_rebuild_flush(PmhashRebuildState *rs)
 	rs->nwaiting = 0;
 }
 
-/* heap scan callback: one entry per non-NULL key */
+/* heap scan callback: one entry per indexed row (pmhash_hash_row) */
 static void
 pmhash_rebuild_callback(Relation index, ItemPointer tid, Datum *values,
 						bool *isnull, bool tupleIsAlive, void *state)
 {
 	PmhashRebuildState *rs = (PmhashRebuildState *) state;
 
-	if (isnull[0])
+	if (!pmhash_hash_row(index, values, isnull, &rs->hashes[rs->nwaiting]))
 		return;
-	rs->hashes[rs->nwaiting] = pmhash_hash_datum(rs->proc, rs->collation,
-												 values[0]);
 	rs->tids[rs->nwaiting] = *tid;
 	if (++rs->nwaiting == PMHASH_REBUILD_BATCH)
 		pmhash_rebuild_flush(rs);
@@ -205,8 +201,8 @@ pmhash_rebuild_chunk(Oid indexoid, PmhashRebuildState *rs, BlockNumber start)
 		if (more)
 		{
 			indexInfo = BuildIndexInfo(index);
-			rs->proc = index_getprocinfo(index, 1, PMHASH_EXTENDED_PROC);
-			rs->collation = index->rd_indcollation[0];
+			/* the rows were checked when they came: never wait for one */
+			indexInfo->ii_Unique = false;
 			rs->idx.shared->rebuild_blocks_total = nblocks;
 			pgstat_progress_update_param(PROGRESS_SCAN_BLOCKS_TOTAL, nblocks);
 

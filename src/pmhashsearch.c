@@ -26,6 +26,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "catalog/index.h"
 #include "catalog/pg_index.h"
 #include "executor/executor.h"
 #include "lib/qunique.h"
@@ -41,6 +42,9 @@
 #include "utils/snapmgr.h"
 
 #include "pmhash.h"
+
+/* the most key combinations one scan of a multi-column index looks up */
+#define PMHASH_MAX_COMBINATIONS	(1 << 22)
 
 typedef struct PmhashScanOpaqueData
 {
@@ -59,10 +63,12 @@ typedef struct PmhashScanOpaqueData
 	int			cap;
 	BlockNumber heap_nblocks;	/* heap length as last seen */
 	MemoryContext scancxt;		/* the scan's: lives as long as it */
-	/* checking a partial index's predicate (pmhash_tid_in_predicate) */
-	bool		check_pred;		/* must this round of TIDs be checked? */
+	/* checking rows in the scan (pmhash_tid_check) */
+	bool		check_pred;		/* must this round's predicate be checked? */
+	bool		check_key;		/* does the scan compare keys itself? */
 	EState	   *pred_estate;	/* NULL until first needed */
-	ExprState  *pred;
+	ExprState  *pred;			/* the partial index's predicate, or NULL */
+	IndexInfo  *pred_ii;		/* to compute keys */
 	TupleTableSlot *pred_slot;
 	IndexFetchTableData *pred_fetch;	/* pins the last TID's heap page */
 	SnapshotData pred_dirty;	/* a dirty scan's own, for the check */
@@ -103,21 +109,21 @@ pmhash_scan_keycxt(PmhashScanOpaque so)
 }
 
 /*
- * The support procedure that hashes values of type subtype for this index.
- * A key whose type differs from the indexed type (an int8 column compared
- * with an int4 value) is hashed with its own type's procedure from the
- * operator family, filled into *buf: the family guarantees that equal
- * values hash alike across its types.
+ * The support procedure that hashes values of type subtype for key column
+ * col of this index.  A key whose type differs from the indexed type (an
+ * int8 column compared with an int4 value) is hashed with its own type's
+ * procedure from the column's operator family, filled into *buf: the
+ * family guarantees that equal values hash alike across its types.
  */
 static FmgrInfo *
-pmhash_key_hashproc(Relation rel, Oid subtype, FmgrInfo *buf)
+pmhash_key_hashproc(Relation rel, int col, Oid subtype, FmgrInfo *buf)
 {
-	Oid			intype = rel->rd_opcintype[0];
+	Oid			intype = rel->rd_opcintype[col];
 	Oid			procid;
 
 	if (!OidIsValid(subtype) || subtype == intype)
-		return index_getprocinfo(rel, 1, PMHASH_EXTENDED_PROC);
-	procid = get_opfamily_proc(rel->rd_opfamily[0], subtype, subtype,
+		return index_getprocinfo(rel, col + 1, PMHASH_EXTENDED_PROC);
+	procid = get_opfamily_proc(rel->rd_opfamily[col], subtype, subtype,
 							   PMHASH_EXTENDED_PROC);
 	if (!OidIsValid(procid))
 		ereport(ERROR,
@@ -144,12 +150,12 @@ pmhash_hash_cmp(const void *a, const void *b)
  * into *out (allocated in the current memory context).  Returns how many.
  */
 static int
-pmhash_array_hashes(Relation rel, ScanKey key, uint64 **out)
+pmhash_array_hashes(Relation rel, int col, ScanKey key, uint64 **out)
 {
 	ArrayType  *arr = DatumGetArrayTypeP(key->sk_argument);
 	Oid			elemtype = ARR_ELEMTYPE(arr);
 	FmgrInfo	buf;
-	FmgrInfo   *proc = pmhash_key_hashproc(rel, elemtype, &buf);
+	FmgrInfo   *proc = pmhash_key_hashproc(rel, col, elemtype, &buf);
 	int16		elmlen;
 	bool		elmbyval;
 	char		elmalign;
@@ -169,7 +175,7 @@ pmhash_array_hashes(Relation rel, ScanKey key, uint64 **out)
 		/* "col = ANY (array)" never matches through a NULL element */
 		if (nulls[i])
 			continue;
-		hashes[n++] = pmhash_hash_datum(proc, rel->rd_indcollation[0],
+		hashes[n++] = pmhash_hash_datum(proc, rel->rd_indcollation[col],
 										values[i]);
 	}
 	if (n > 1)
@@ -206,9 +212,64 @@ pmhash_intersect(uint64 *a, int na, const uint64 *b, int nb)
 }
 
 /*
+ * The hashes of every combination of the key columns' values, one value
+ * per column (colh[c][0..ncolh[c]-1] for column c), folded as
+ * pmhash_hash_row folds a row's, sorted and distinct, into so->hashes.
+ */
+static void
+pmhash_combine_columns(Relation rel, PmhashScanOpaque so, int ncols,
+					   uint64 **colh, const int *ncolh)
+{
+	int			pos[INDEX_MAX_KEYS];
+	double		total = 1.0;
+	uint64	   *hashes;
+	int			n;
+	int			k;
+	int			c;
+
+	for (c = 0; c < ncols; c++)
+		total *= ncolh[c];
+	if (total > PMHASH_MAX_COMBINATIONS)
+		ereport(ERROR,
+				(errcode(ERRCODE_PROGRAM_LIMIT_EXCEEDED),
+				 errmsg("pmhash scan of index \"%s\" has too many key combinations",
+						RelationGetRelationName(rel)),
+				 errdetail("The values given for its key columns combine into %.0f keys; at most %d are looked up in one scan.",
+						   total, PMHASH_MAX_COMBINATIONS),
+				 errhint("Look up fewer keys at a time.")));
+	n = (int) total;
+	hashes = MemoryContextAlloc(pmhash_scan_keycxt(so), sizeof(uint64) * n);
+	memset(pos, 0, sizeof(pos));
+	for (k = 0; k < n; k++)
+	{
+		uint64		h = colh[0][pos[0]];
+
+		for (c = 1; c < ncols; c++)
+			h = pmhash_hash_combine(h, colh[c][pos[c]]);
+		hashes[k] = h;
+		/* the next combination: the last column varies fastest */
+		for (c = ncols - 1; c >= 0; c--)
+		{
+			if (++pos[c] < ncolh[c])
+				break;
+			pos[c] = 0;
+		}
+	}
+	if (n > 1)
+	{
+		qsort(hashes, n, sizeof(uint64), pmhash_hash_cmp);
+		n = (int) qunique(hashes, n, sizeof(uint64), pmhash_hash_cmp);
+	}
+	so->hashes = hashes;
+	so->nhashes = n;
+}
+
+/*
  * amrescan: work out the hashes to look for; TIDs are fetched on demand.
- * Every key is on the one column: an entry matches when its hash is one of
- * each key's hashes.
+ * Each key column gets the set of its keys' hashes (the intersection when
+ * it has several keys); an entry matches when its hash is that of a
+ * combination of one value per column.  Every key column needs a key: the
+ * planner never picks a path without (pmhash_path_has_all_keys).
  */
 void
 pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
@@ -216,6 +277,10 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 	Relation	rel = scan->indexRelation;
+	int			ncols = IndexRelationGetNumberOfKeyAttributes(rel);
+	uint64	   *colh[INDEX_MAX_KEYS];
+	int			ncolh[INDEX_MAX_KEYS];
+	bool		used_hash1 = false;
 	int			i;
 
 	if (scankey && scan->numberOfKeys > 0)
@@ -225,6 +290,7 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 	so->valid = false;
 	so->empty = false;
 	so->check_pred = false;
+	so->check_key = false;
 	if (so->pred_estate != NULL)
 		table_index_fetch_reset(so->pred_fetch);
 	so->ntids = 0;
@@ -242,15 +308,24 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
 				 errmsg("pmhash indexes do not support whole-index scans")));
 
+	for (i = 0; i < ncols; i++)
+		colh[i] = NULL;
 	for (i = 0; i < scan->numberOfKeys; i++)
 	{
 		ScanKey		key = &scan->keyData[i];
+		int			col = key->sk_attno - 1;
 		uint64	   *h;
 		int			nh;
 
-		if (key->sk_flags & SK_ISNULL)
+		Assert(col >= 0 && col < ncols);
+		if ((key->sk_flags & SK_ISNULL) &&
+			!((key->sk_flags & SK_SEARCHNULL) &&
+			  rel->rd_index->indnullsnotdistinct))
 		{
-			/* "col = NULL" and "col = ANY (NULL)" never match */
+			/*
+			 * "col = NULL" and "col = ANY (NULL)" never match, nor does "col
+			 * IS NULL" where NULL keys are not indexed
+			 */
 			so->empty = true;
 			continue;
 		}
@@ -258,29 +333,69 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 		{
 			MemoryContext old = MemoryContextSwitchTo(pmhash_scan_keycxt(so));
 
-			nh = pmhash_array_hashes(rel, key, &h);
+			nh = pmhash_array_hashes(rel, col, key, &h);
 			MemoryContextSwitchTo(old);
 		}
 		else
 		{
-			FmgrInfo	buf;
-
 			/* the first scalar key's hash is kept in the scan, not palloc'd */
-			h = so->hashes == NULL ? &so->hash1 :
+			h = !used_hash1 ? &so->hash1 :
 				MemoryContextAlloc(pmhash_scan_keycxt(so), sizeof(uint64));
-			*h = pmhash_hash_datum(pmhash_key_hashproc(rel, key->sk_subtype,
-													   &buf),
-								   rel->rd_indcollation[0], key->sk_argument);
+			used_hash1 = true;
+			if (key->sk_flags & SK_ISNULL)
+			{
+				/*
+				 * "col IS NULL" of an ON CONFLICT arbiter (see above), whose
+				 * recheck would take NULL for no match: the scan compares
+				 * the keys itself
+				 */
+				*h = PMHASH_NULL_HASH;
+				so->check_key = true;
+			}
+			else
+			{
+				FmgrInfo	buf;
+
+				*h = pmhash_hash_datum(pmhash_key_hashproc(rel, col,
+														   key->sk_subtype,
+														   &buf),
+									   rel->rd_indcollation[col],
+									   key->sk_argument);
+			}
 			nh = 1;
 		}
-		if (so->hashes == NULL)
+		if (colh[col] == NULL)
 		{
-			so->hashes = h;
-			so->nhashes = nh;
+			colh[col] = h;
+			ncolh[col] = nh;
 		}
 		else
-			so->nhashes = pmhash_intersect(so->hashes, so->nhashes, h, nh);
+			ncolh[col] = pmhash_intersect(colh[col], ncolh[col], h, nh);
 	}
+	if (so->empty)
+		return;
+	for (i = 0; i < ncols; i++)
+	{
+		if (colh[i] == NULL)
+			ereport(ERROR,
+					(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+					 errmsg("pmhash index \"%s\" needs an equality condition on every key column",
+							RelationGetRelationName(rel)),
+					 errdetail("The scan has none on key column %d; entries hash all key columns together.",
+							   i + 1),
+					 errhint("Give every key column of the index a condition, or use a btree index.")));
+		if (ncolh[i] == 0)
+			so->empty = true;
+	}
+	if (so->empty)
+		return;
+	if (ncols == 1)
+	{
+		so->hashes = colh[0];
+		so->nhashes = ncolh[0];
+	}
+	else
+		pmhash_combine_columns(rel, so, ncols, colh, ncolh);
 	if (so->nhashes == 0)
 		so->empty = true;
 }
@@ -486,13 +601,49 @@ pmhash_scan_needs_predicate(IndexScanDesc scan, bool stale)
 }
 
 /*
- * Does a row that the scan's snapshot sees at tid satisfy the index's
- * predicate?  The check reads what the executor will read: the member of
- * the HOT chain that the snapshot sees (not the chain's first member, which
- * can be a dead version that CREATE INDEX skipped over, and whose TOASTed
- * values may be gone), or, for a non-MVCC snapshot, which can see several,
- * any of them.  A TID that leads to nothing visible gives false: the
- * executor would find nothing there either.
+ * Does the key of the row in pred_slot equal the scan's keys?  Only for
+ * the scalar keys of the executor's constraint checks (check_key): a NULL
+ * matches "IS NULL", a value the key's operator.
+ */
+static bool
+pmhash_row_matches_keys(IndexScanDesc scan)
+{
+	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	Datum		values[INDEX_MAX_KEYS];
+	bool		isnull[INDEX_MAX_KEYS];
+	int			i;
+
+	FormIndexDatum(so->pred_ii, so->pred_slot, so->pred_estate, values, isnull);
+	for (i = 0; i < scan->numberOfKeys; i++)
+	{
+		ScanKey		key = &scan->keyData[i];
+		int			col = key->sk_attno - 1;
+
+		if (key->sk_flags & SK_ISNULL)
+		{
+			if (!isnull[col])
+				return false;
+		}
+		else if (isnull[col] ||
+				 !DatumGetBool(FunctionCall2Coll(&key->sk_func,
+												 key->sk_collation,
+												 values[col],
+												 key->sk_argument)))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Check a row the scan's snapshot sees at tid: does it satisfy a partial
+ * index's predicate (check_pred, see pmhash_scan_needs_predicate), and
+ * does its key equal the scan's (check_key)?  The check reads what the
+ * executor will read: the member of the HOT chain that the snapshot sees
+ * (not the chain's first member, which can be a dead version that CREATE
+ * INDEX skipped over, and whose TOASTed values may be gone), or, for a
+ * non-MVCC snapshot, which can see several, any of them.  A TID that
+ * leads to nothing visible gives false: the executor would find nothing
+ * there either.
  *
  * The heap page stays pinned (by the heap AM's fetch state) until the next
  * check, the scan's end or rescan.  A row was found through a slot that is
@@ -502,7 +653,7 @@ pmhash_scan_needs_predicate(IndexScanDesc scan, bool stale)
  * has fetched what it leads to.
  */
 static bool
-pmhash_tid_in_predicate(IndexScanDesc scan, ItemPointer tid)
+pmhash_tid_check(IndexScanDesc scan, ItemPointer tid)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 	ItemPointerData chain = *tid;	/* the fetch moves it along the chain */
@@ -515,11 +666,12 @@ pmhash_tid_in_predicate(IndexScanDesc scan, ItemPointer tid)
 	{
 		MemoryContext old = MemoryContextSwitchTo(so->scancxt);
 		EState	   *estate = CreateExecutorState();
+		List	   *pred = RelationGetIndexPredicate(scan->indexRelation);
 
 		/* (pred_estate is set last: an error here leaves nothing half-made) */
 		MemoryContextSwitchTo(estate->es_query_cxt);
-		so->pred = ExecPrepareQual(RelationGetIndexPredicate(scan->indexRelation),
-								   estate);
+		so->pred = pred != NIL ? ExecPrepareQual(pred, estate) : NULL;
+		so->pred_ii = BuildIndexInfo(scan->indexRelation);
 		so->pred_slot = table_slot_create(scan->heapRelation, NULL);
 		so->pred_fetch = table_index_fetch_begin(scan->heapRelation);
 		MemoryContextSwitchTo(old);
@@ -539,7 +691,9 @@ pmhash_tid_in_predicate(IndexScanDesc scan, ItemPointer tid)
 		if (!table_index_fetch_tuple(so->pred_fetch, &chain, snapshot,
 									 so->pred_slot, &call_again, NULL))
 			break;
-		found = ExecQual(so->pred, econtext);
+		found = (!so->check_pred || so->pred == NULL ||
+				 ExecQual(so->pred, econtext)) &&
+			(!so->check_key || pmhash_row_matches_keys(scan));
 		ExecClearTuple(so->pred_slot);
 	} while (!found && call_again);
 	return found;
@@ -614,6 +768,8 @@ pmhash_collect(IndexScanDesc scan)
 		n = (int) qunique(so->tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
 	}
 	so->check_pred = n > 0 && pmhash_scan_needs_predicate(scan, stale);
+	/* a bitmap scan (no heap relation) never has check_key's keys */
+	so->check_key = so->check_key && scan->heapRelation != NULL;
 	so->ntids = n;
 }
 
@@ -633,10 +789,10 @@ pmhashgettuple(IndexScanDesc scan, ScanDirection dir)
 	{
 		ItemPointer tid = &so->tids[so->next++];
 
-		if (so->check_pred && !pmhash_tid_in_predicate(scan, tid))
+		if ((so->check_pred || so->check_key) && !pmhash_tid_check(scan, tid))
 			continue;
 		scan->xs_heaptid = *tid;
-		scan->xs_recheck = true;
+		scan->xs_recheck = !so->check_key;
 		return true;
 	}
 	/* the last page checked may be one the executor never pinned */

@@ -104,6 +104,7 @@ pmhash_shmem_request_hook(void)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(pmhash_shmem_size());
 	RequestNamedLWLockTranche("pmhash", 2);
+	RequestNamedLWLockTranche(PMHASH_UNIQUE_TRANCHE, PMHASH_UNIQUE_LOCKS);
 }
 
 /*

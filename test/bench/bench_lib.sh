@@ -12,6 +12,10 @@
 #   bench_plot SCRIPT     run a gnuplot script (stdin) in the results dir;
 #                         warns and returns 1 when gnuplot is missing
 #   median NUMBER...      the middle number (the lower of two)
+#   bench_timed_sql PSQLFN SQL...
+#                         the statements in one session after a
+#                         CHECKPOINT; prints the ms the last one took
+#   bench_min A B         the smaller number (empty counts as infinity)
 
 bench_out_dir() {
 	local d=${PMHASH_BENCH_OUT:-$PMH_ROOT/test/bench/results/$(date +%Y-%m-%d)}
@@ -51,6 +55,32 @@ bench_plot() {
 # median NUMBER...: the middle one of the numbers (the lower middle of an
 # even count); nothing for none
 median() { printf '%s\n' "$@" | sort -g | awk '{ v[NR] = $1 } END { if (NR) print v[int((NR + 1) / 2)] }'; }
+
+# bench_timed_sql PSQLFN SQL...: run the statements in one session of the
+# psql command or function PSQLFN after a CHECKPOINT; prints the
+# milliseconds the last statement took
+bench_timed_sql() {
+	local fn=$1 out
+	shift
+	out=$("$fn" 2>&1 <<EOF
+CHECKPOINT;
+SELECT clock_timestamp() AS t0 \gset
+$*;
+SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1);
+EOF
+	) || {
+		pmh_err "SQL failed: $out"
+		return 1
+	}
+	tail -n 1 <<<"$out"
+}
+
+# bench_min A B: the smaller (empty counts as infinity)
+bench_min() {
+	if [ -z "$1" ]; then echo "$2"; elif [ -z "$2" ]; then echo "$1"; else
+		awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'
+	fi
+}
 
 # bench_timed_query PSQLFN SETTINGS QUERY: one timed run of QUERY (EXPLAIN
 # ANALYZE, TIMING OFF) after SETTINGS, through the psql command or function

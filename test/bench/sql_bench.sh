@@ -200,22 +200,8 @@ record() {
 # val METRIC AM: a recorded number, or empty
 val() { printf '%s' "${V["$1|$2"]:-}"; }
 
-# timed_sql SQL...: run the statements in one session after a CHECKPOINT;
-# prints the milliseconds the last statement took
-timed_sql() {
-	local out
-	out=$(sql 2>&1 <<EOF
-CHECKPOINT;
-SELECT clock_timestamp() AS t0 \gset
-$*;
-SELECT round(extract(epoch FROM clock_timestamp() - :'t0') * 1000, 1);
-EOF
-	) || {
-		pmh_err "SQL failed: $out"
-		return 1
-	}
-	tail -n 1 <<<"$out"
-}
+# timed_sql SQL...: bench_timed_sql in the bench database
+timed_sql() { bench_timed_sql sql "$@"; }
 
 # timed_sql_syncs INDEX SQL...: timed_sql, and what the last statement
 # cost pmhash index INDEX in pool syncs: pmhash_stats()'s syncs and
@@ -254,12 +240,7 @@ syncs_text() {
 	fi
 }
 
-# min A B: the smaller (empty counts as infinity)
-min() {
-	if [ -z "$1" ]; then echo "$2"; elif [ -z "$2" ]; then echo "$1"; else
-		awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'
-	fi
-}
+min() { bench_min "$@"; }
 
 # ----------------------------------------------------------------- data ---
 

@@ -3,7 +3,8 @@
 #
 # kill -9 torture.  pgbench clients insert (plain, aborted, savepoints,
 # prepared transactions, many rows of one key), delete, update keys, scan
-# and VACUUM a table with a pmhash index, plus an unlogged one; at a random
+# and VACUUM a table with a pmhash index, plus an unlogged one, and upsert,
+# abort and delete in a table with a UNIQUE pmhash index; at a random
 # moment the test SIGKILLs
 #   - the postmaster alone (its backends run on until they notice, then the
 #     server is started again),
@@ -14,7 +15,9 @@
 # found through the index -- by an index scan and by a bitmap scan -- are
 # exactly those a sequential scan finds (none missing, none twice), that
 # pmhash_check() finds nothing, that the crash was counted, and that the
-# unlogged table's pmhash index is empty and usable.
+# unlogged table's pmhash index is empty and usable.  The unique index must
+# keep every key once, let every absent key in (an entry a crash left for a
+# lost insert never blocks it) and refuse present ones.
 #
 # Three persistence modes: the pools on tmpfs (/dev/shm) with
 # PMEM_IS_PMEM_FORCE=1 (libpmem's CPU-flush path); an ordinary file in the
@@ -113,6 +116,22 @@ VACUUM (TRUNCATE false) c;
 	'unlogged@2' => q{
 \set k random(1, :maxkey)
 INSERT INTO u (k) SELECT :k + g FROM generate_series(0, 9) g;
+},
+	'unique_upsert@3' => q{
+\set k random(1, :maxkey)
+INSERT INTO q (k) SELECT :k + g FROM generate_series(0, 3) g
+	ON CONFLICT (k) DO UPDATE SET n = q.n + 1;
+},
+	'unique_abort@1' => q{
+\set k random(1, :maxkey)
+BEGIN;
+INSERT INTO q (k) SELECT :k + g FROM generate_series(0, 9) g
+	ON CONFLICT (k) DO NOTHING;
+ROLLBACK;
+},
+	'unique_delete@1' => q{
+\set k random(1, :maxkey)
+DELETE FROM q WHERE k BETWEEN :k AND :k + 5;
 },);
 
 my @pools_to_remove;
@@ -188,6 +207,60 @@ sub verify
 	}
 	my $check = $node->safe_psql('postgres', q{SELECT * FROM pmhash_check('c_k')});
 	is($check, '', "$label: pmhash_check finds nothing");
+	return;
+}
+
+# the unique index: each key's rows through the index are the seqscan's,
+# no key is there twice, a key whose insert the crash lost (or that is
+# absent) goes in without a false violation, and a present key is refused
+sub verify_unique
+{
+	my ($node, $label, $maxkey) = @_;
+	my $hi = $maxkey + 3;
+	my $isettings = q{SET enable_seqscan = off; SET enable_hashjoin = off;
+		SET enable_mergejoin = off; SET enable_memoize = off;
+		SET enable_bitmapscan = off;};
+	my $seq = rows_by_key($node,
+		'SET enable_indexscan = off; SET enable_bitmapscan = off;',
+		"FROM q c WHERE c.k BETWEEN 0 AND $hi", $maxkey);
+	my $got = rows_by_key($node, $isettings,
+		"FROM generate_series(0, $hi) p(k) JOIN q c ON c.k = p.k", $maxkey);
+	my @diff = differences($got, $seq);
+	ok(!@diff, "$label: the unique index finds each key's row")
+	  or diag(join("\n", "seed $seed:", @diff));
+	is($node->safe_psql('postgres', q{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) - count(DISTINCT k) FROM q}), '0',
+		"$label: no key is there twice");
+	my $absent = $node->safe_psql('postgres', qq{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) FROM generate_series(1, $hi) p(k)
+		WHERE NOT EXISTS (SELECT FROM q WHERE q.k = p.k)});
+	my ($ret, $out, $err) = $node->psql('postgres', qq{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		INSERT INTO q (k) SELECT k FROM generate_series(1, $hi) p(k)
+		WHERE NOT EXISTS (SELECT FROM q WHERE q.k = p.k)});
+	is($ret, 0, "$label: the $absent absent keys insert without a violation")
+	  or diag("seed $seed: $err");
+	is($node->safe_psql('postgres', qq{
+		DO \$\$
+		DECLARE refused int := 0;
+		BEGIN
+			FOR i IN 1 .. 50 LOOP
+				BEGIN
+					INSERT INTO q (k) VALUES (1 + (i * 7919) % $hi);
+				EXCEPTION WHEN unique_violation THEN
+					refused := refused + 1;
+				END;
+			END LOOP;
+			RAISE NOTICE 'refused %', refused;
+			IF refused <> 50 THEN
+				RAISE EXCEPTION 'only % of 50 duplicates refused', refused;
+			END IF;
+		END \$\$;
+		SELECT 'ok'}), 'ok', "$label: present keys are refused");
+	is($node->safe_psql('postgres', q{SELECT * FROM pmhash_check('q_k')}),
+		'', "$label: pmhash_check finds nothing in the unique index");
 	return;
 }
 
@@ -335,6 +408,7 @@ sub cycle
 	}
 
 	verify($node, $label, $maxkey);
+	verify_unique($node, $label, $maxkey);
 	verify_unlogged($node, $label);
 	return $maxkey;
 }
@@ -393,8 +467,12 @@ log_line_prefix = '%m [%p] %b '
 		CREATE INDEX c_k ON c USING pmhash (k);
 		CREATE UNLOGGED TABLE u (k int8);
 		CREATE INDEX u_k ON u USING pmhash (k);
+		CREATE TABLE q (k int8, n int DEFAULT 0);
+		INSERT INTO q (k) SELECT g FROM generate_series(1, 2000, 2) g;
+		CREATE UNIQUE INDEX q_k ON q USING pmhash (k);
 	});
 	verify($node, "$mode after build", 2000);
+	verify_unique($node, "$mode after build", 2000);
 
 	my $maxkey;
 	$maxkey = cycle($node, $mode, $_, $epoch_file) for 1 .. $cycles;
@@ -407,6 +485,7 @@ log_line_prefix = '%m [%p] %b '
 		't', "$mode: every row has its entry");
 	$node->restart;
 	verify($node, "$mode after a clean restart", $maxkey);
+	verify_unique($node, "$mode after a clean restart", $maxkey);
 	$node->stop;
 }
 

@@ -12,9 +12,12 @@
 #     by redo -- is used at once and agrees with the heap;
 #   - the standby is promoted while its pool still awaits the rebuild:
 #     inserts, deletes and VACUUM go on, answers stay right;
+#   - an insert into a unique index whose pool awaits its rebuild waits for
+#     it, and, as no worker takes the rebuild on, fails with an error that
+#     says so;
 #   - restarted with worker slots, the promoted server rebuilds the pool, and
-#     every key's ctids through the index equal a seqscan's; after a power
-#     cut too.
+#     every key's ctids through the index equal a seqscan's (and the unique
+#     index refuses a present key again); after a power cut too.
 
 use strict;
 use warnings;
@@ -59,6 +62,9 @@ $primary->safe_psql('postgres', qq{
 	CREATE INDEX t_k ON t USING pmhash (k);
 	CREATE INDEX t_s ON t USING pmhash (s);
 	ANALYZE t;
+	CREATE TABLE tu (k int4);
+	INSERT INTO tu SELECT generate_series(1, 1000);
+	CREATE UNIQUE INDEX tu_k ON tu USING pmhash (k);
 });
 $primary->backup('b');
 
@@ -109,10 +115,28 @@ is(forced_count($new, 't', 'k = 1234'), seq_count($new, 't', 'k = 1234'),
 plans_agree($new, 'promoted, t_s', index => 't_s', col => 's',
 	probe => q{'v' || p.k}, hi => $hi, min_keys => 1000);
 
+# a unique check cannot do without the pool's entries: it waits for the
+# rebuild, and since no worker takes it on, it gives up with an error
+is(rebuilding($new, 'tu_k'), 't', 'promoted: the unique tu_k awaits its rebuild');
+my ($ret, $out, $err) = $new->psql('postgres', 'INSERT INTO tu VALUES (2000)');
+isnt($ret, 0, 'promoted: an insert into the unique index awaiting its rebuild fails');
+like($err, qr/pmhash index "tu_k" is being rebuilt.*no background worker has taken the rebuild on/s,
+	'promoted: ... saying that no worker rebuilds it');
+is($new->safe_psql('postgres', 'SELECT count(*) FROM tu'), '1000',
+	'promoted: nothing went in');
+
 # with worker slots
 $new->append_conf('postgresql.conf', "max_worker_processes = 8\n");
 $new->restart;
-wait_rebuilt($new, 'promoted, restarted with worker slots', 'postgres', 't_k', 't_s');
+wait_rebuilt($new, 'promoted, restarted with worker slots', 'postgres', 't_k', 't_s',
+	'tu_k');
+($ret, $out, $err) = $new->psql('postgres', 'INSERT INTO tu VALUES (500)');
+like($err, qr/duplicate key value violates unique constraint "tu_k"/,
+	'promoted: the rebuilt unique index refuses a present key');
+$new->safe_psql('postgres',
+	'INSERT INTO tu VALUES (2000); INSERT INTO tu VALUES (500) ON CONFLICT DO NOTHING');
+is($new->safe_psql('postgres', 'SELECT count(*), count(DISTINCT k) FROM tu'), '1001|1001',
+	'promoted: ... and takes an absent one');
 like($new->safe_psql('postgres', 'EXPLAIN (COSTS OFF) SELECT * FROM t WHERE k = 1234'),
 	qr/t_k/, 'promoted: the planner uses t_k after its rebuild');
 plans_agree($new, 'promoted, t_k rebuilt', hi => $hi, min_keys => 1000);

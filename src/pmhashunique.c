@@ -1,0 +1,727 @@
+/*-------------------------------------------------------------------------
+ *
+ * pmhashunique.c
+ *	  UNIQUE pmhash indexes: the check of aminsert and the duplicate check
+ *	  of CREATE UNIQUE INDEX.
+ *
+ * Entries hold hashes, not keys.  So an entry with the hash of a new row's
+ * key is only a candidate: its heap tuple is fetched, its key computed
+ * (FormIndexDatum) and compared with the new key by the operator class's
+ * equality operator.  Hash collisions between different keys therefore
+ * never make a violation, and an entry that a crash left pointing at a
+ * lost insert's slot never blocks anything: that slot holds nothing, or a
+ * row whose key is compared like any other.
+ *
+ * Two inserters of one key must not both miss the other.  An insert into
+ * a unique index takes the unique-check lock of its hash exclusively (one
+ * of PMHASH_UNIQUE_LOCKS LWLocks, chosen by index storage and hash), looks
+ * the hash up, judges the candidates and flushes its entry to the pool,
+ * where other backends see it, before it lets go.  The second inserter
+ * then finds the first's entry, sees its transaction in progress through a
+ * dirty snapshot, releases the lock and waits for that transaction, as
+ * btree's check does, and looks again.
+ *
+ * The lock comes first in pmhash's lock order: under it the backend takes
+ * the index and segment locks and heap buffer locks, and never waits for
+ * a transaction.
+ *
+ *-------------------------------------------------------------------------
+ */
+#include "postgres.h"
+
+#include "access/genam.h"
+#include "access/table.h"
+#include "access/tableam.h"
+#include "access/xact.h"
+#include "catalog/index.h"
+#include "executor/executor.h"
+#include "miscadmin.h"
+#include "nodes/nodeFuncs.h"
+#include "parser/parsetree.h"
+#include "pgstat.h"
+#include "storage/lmgr.h"
+#include "storage/latch.h"
+#include "utils/lsyscache.h"
+#include "utils/memutils.h"
+#include "utils/rel.h"
+#include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+
+#include "pmhash.h"
+
+/* how long an insert sleeps between looks at an index being rebuilt */
+#define PMHASH_REBUILD_POLL_MS	10
+
+/* how long it waits for a worker to take a rebuild on before an ERROR */
+#define PMHASH_REBUILD_CLAIM_MS	10000
+
+/* candidates the first lookup has room for without palloc */
+#define PMHASH_UNIQUE_CANDIDATES	16
+
+/* suspect pairs a unique build collects before it checks them */
+#define PMHASH_BUILD_SUSPECTS	1024
+
+/*
+ * What comparing keys with heap tuples needs; made once per statement
+ * (kept in the IndexInfo's ii_AmCache) or per build.
+ */
+typedef struct PmhashUniqueState
+{
+	IndexInfo  *ii;				/* our own: its expressions run in estate */
+	EState	   *estate;
+	TupleTableSlot *slot;
+	TupleTableSlot *slot2;		/* the second tuple of a build's pair */
+	IndexFetchTableData *fetch;
+	int			nkeys;
+	FmgrInfo	eq[INDEX_MAX_KEYS];
+} PmhashUniqueState;
+
+/* a candidate's verdict */
+typedef enum PmhashUniqueVerdict
+{
+	PMHASH_UNIQUE_OK,			/* no live row has the key */
+	PMHASH_UNIQUE_CONFLICT,		/* a live row has it */
+	PMHASH_UNIQUE_WAIT			/* a running transaction decides */
+} PmhashUniqueVerdict;
+
+static LWLockPadded *pmhash_unique_locks = NULL;
+
+/* the unique-check lock of a hash in an index storage */
+static LWLock *
+pmhash_unique_lock(Relation index, uint64 hash)
+{
+	uint64		h;
+
+	if (pmhash_unique_locks == NULL)
+		pmhash_unique_locks = GetNamedLWLockTranche(PMHASH_UNIQUE_TRANCHE);
+	h = pmhash_hash_combine(hash, index->rd_node.relNode);
+	return &pmhash_unique_locks[h % PMHASH_UNIQUE_LOCKS].lock;
+}
+
+/*
+ * Make what key comparisons against the heap need, in the current memory
+ * context.  The slots get a copy of the heap's tuple descriptor, which no
+ * resource owner tracks: the state outlives the command that made it.
+ */
+static PmhashUniqueState *
+pmhash_unique_state_make(Relation index, Relation heap)
+{
+	PmhashUniqueState *us = palloc0(sizeof(PmhashUniqueState));
+	TupleDesc	desc = CreateTupleDescCopy(RelationGetDescr(heap));
+	int			i;
+
+	us->ii = BuildIndexInfo(index);
+	us->estate = CreateExecutorState();
+	us->slot = MakeSingleTupleTableSlot(desc, table_slot_callbacks(heap));
+	us->slot2 = MakeSingleTupleTableSlot(desc, table_slot_callbacks(heap));
+	us->fetch = table_index_fetch_begin(heap);
+	us->nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	for (i = 0; i < us->nkeys; i++)
+	{
+		Oid			type = index->rd_opcintype[i];
+		Oid			op = get_opfamily_member(index->rd_opfamily[i], type, type,
+											 PMHASH_EQUAL_STRATEGY);
+
+		if (!OidIsValid(op))
+			ereport(ERROR,
+					(errcode(ERRCODE_UNDEFINED_FUNCTION),
+					 errmsg("missing operator %d(%u,%u) in operator family of index \"%s\"",
+							PMHASH_EQUAL_STRATEGY, type, type,
+							RelationGetRelationName(index)),
+					 errhint("A unique pmhash index compares keys with its operator class's equality operator.")));
+		fmgr_info(get_opcode(op), &us->eq[i]);
+	}
+	return us;
+}
+
+/* the state of aminsert's checks, made on the first in a statement */
+static PmhashUniqueState *
+pmhash_unique_state(Relation index, Relation heap, IndexInfo *indexInfo)
+{
+	MemoryContext old;
+
+	if (indexInfo->ii_AmCache != NULL)
+		return (PmhashUniqueState *) indexInfo->ii_AmCache;
+	old = MemoryContextSwitchTo(indexInfo->ii_Context);
+	indexInfo->ii_AmCache = pmhash_unique_state_make(index, heap);
+	MemoryContextSwitchTo(old);
+	return (PmhashUniqueState *) indexInfo->ii_AmCache;
+}
+
+/* free a build's state (aminsert's goes with its statement's memory) */
+static void
+pmhash_unique_state_free(PmhashUniqueState *us)
+{
+	table_index_fetch_end(us->fetch);
+	ExecDropSingleTupleTableSlot(us->slot);
+	ExecDropSingleTupleTableSlot(us->slot2);
+	FreeExecutorState(us->estate);
+}
+
+/*
+ * Fetch the row at tid that snapshot sees (following a HOT chain) into
+ * slot and compute its key into values/isnull.  Returns false if the
+ * snapshot sees no row there.  The caller clears the slot.
+ */
+static bool
+pmhash_unique_fetch_key(PmhashUniqueState *us, TupleTableSlot *slot,
+						ItemPointer tid, Snapshot snapshot, Datum *values,
+						bool *isnull)
+{
+	ItemPointerData chain = *tid;
+	bool		call_again = false;
+
+	if (!table_index_fetch_tuple(us->fetch, &chain, snapshot, slot,
+								 &call_again, NULL))
+		return false;
+	GetPerTupleExprContext(us->estate)->ecxt_scantuple = slot;
+	FormIndexDatum(us->ii, slot, us->estate, values, isnull);
+	return true;
+}
+
+/*
+ * Are two keys equal by the operator class?  NULLs equal each other only in
+ * a NULLS NOT DISTINCT index (elsewhere a key with a NULL is never
+ * checked).
+ */
+static bool
+pmhash_unique_keys_equal(Relation index, PmhashUniqueState *us,
+						 const Datum *a, const bool *anull,
+						 const Datum *b, const bool *bnull)
+{
+	int			i;
+
+	for (i = 0; i < us->nkeys; i++)
+	{
+		if (anull[i] || bnull[i])
+		{
+			if (anull[i] != bnull[i])
+				return false;
+			continue;
+		}
+		if (!DatumGetBool(FunctionCall2Coll(&us->eq[i],
+											index->rd_indcollation[i],
+											a[i], b[i])))
+			return false;
+	}
+	return true;
+}
+
+/*
+ * Judge the candidates (TIDs of entries with the new key's hash) as
+ * btree's check judges the entries with its key: a row that a dirty
+ * snapshot sees with an equal key is a conflict if its inserting and
+ * deleting transactions are over, or else makes the caller wait for them
+ * (*xwait, *token) unless partial (a deferred check's first look, which
+ * never waits).  The new row's own TID is skipped: in UNIQUE_CHECK_EXISTING
+ * its entry is among them, and elsewhere an entry left by a crash may
+ * name its slot.  A conflict does not count when the new row is itself
+ * dead by now (CREATE INDEX CONCURRENTLY's validation inserts such rows).
+ */
+static PmhashUniqueVerdict
+pmhash_unique_judge(PmhashUniqueState *us, Relation index, Relation heap,
+					const ItemPointerData *tids, int n, ItemPointer newtid,
+					const Datum *values, const bool *isnull, bool partial,
+					TransactionId *xwait, uint32 *token)
+{
+	BlockNumber nblocks = pmhash_heap_length_hint(heap);
+	PmhashUniqueVerdict verdict = PMHASH_UNIQUE_OK;
+	int			i;
+
+	for (i = 0; i < n && verdict == PMHASH_UNIQUE_OK; i++)
+	{
+		ItemPointerData tid = tids[i];
+		SnapshotData dirty;
+		Datum		cvalues[INDEX_MAX_KEYS];
+		bool		cisnull[INDEX_MAX_KEYS];
+
+		if (ItemPointerEquals(&tid, newtid))
+			continue;
+		/* a crash can leave entries past a heap that VACUUM truncated */
+		if (!pmhash_heap_has_block(heap, &nblocks,
+								   ItemPointerGetBlockNumber(&tid)))
+			continue;
+		InitDirtySnapshot(dirty);
+		if (!pmhash_unique_fetch_key(us, us->slot, &tid, &dirty,
+									 cvalues, cisnull))
+			continue;
+		if (pmhash_unique_keys_equal(index, us, values, isnull,
+									 cvalues, cisnull))
+		{
+			if (partial)
+				verdict = PMHASH_UNIQUE_CONFLICT;
+			else if (TransactionIdIsValid(dirty.xmin) ||
+					 TransactionIdIsValid(dirty.xmax))
+			{
+				*xwait = TransactionIdIsValid(dirty.xmin) ? dirty.xmin :
+					dirty.xmax;
+				*token = dirty.speculativeToken;
+				verdict = PMHASH_UNIQUE_WAIT;
+			}
+			else
+			{
+				ItemPointerData self = *newtid;
+
+				verdict = PMHASH_UNIQUE_CONFLICT;
+				/* (clear the slot first: the fetch state is shared) */
+				ExecClearTuple(us->slot);
+				ResetPerTupleExprContext(us->estate);
+				if (!table_index_fetch_tuple_check(heap, &self, SnapshotSelf,
+												   NULL))
+					verdict = PMHASH_UNIQUE_OK;
+				break;
+			}
+		}
+		ExecClearTuple(us->slot);
+		ResetPerTupleExprContext(us->estate);
+	}
+	ExecClearTuple(us->slot);
+	ResetPerTupleExprContext(us->estate);
+	table_index_fetch_reset(us->fetch);
+	return verdict;
+}
+
+/*
+ * Wait until the index's pool is no longer being rebuilt from the heap: a
+ * unique check must see every row's entry.  The rebuild never waits for
+ * other transactions (it indexes what running ones insert), but it needs a
+ * background worker and a share lock on the table.  So a transaction that
+ * holds a lock conflicting with that gets an error at once, and so does a
+ * wait that sees no worker take the rebuild on for
+ * PMHASH_REBUILD_CLAIM_MS (no worker slot free, say), instead of waiting
+ * forever.
+ */
+void
+pmhash_wait_rebuilt(Relation index, Relation heap)
+{
+	TimestampTz unclaimed_since = 0;
+
+	for (;;)
+	{
+		PmhashIndex idx;
+		bool		rebuilding;
+		bool		claimed;
+
+		pmhash_attach(index, LW_SHARED, &idx);
+		rebuilding = idx.shared->rebuild;
+		claimed = idx.shared->rebuild_pid != 0;
+		pmhash_detach(&idx);
+		if (!rebuilding)
+			return;
+		if (claimed)
+			unclaimed_since = 0;
+		else if (unclaimed_since == 0)
+			unclaimed_since = GetCurrentTimestamp();
+		if (CheckRelationLockedByMe(heap, ShareUpdateExclusiveLock, true) ||
+			(unclaimed_since != 0 &&
+			 TimestampDifferenceExceeds(unclaimed_since, GetCurrentTimestamp(),
+										PMHASH_REBUILD_CLAIM_MS)))
+			ereport(ERROR,
+					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
+					 errmsg("pmhash index \"%s\" is being rebuilt",
+							RelationGetRelationName(index)),
+					 claimed ?
+					 errdetail("Its unique check must wait for the rebuild, which this transaction's lock on table \"%s\" holds up.",
+							   RelationGetRelationName(heap)) :
+					 errdetail("Its unique check must wait for the rebuild, and no background worker has taken the rebuild on."),
+					 errhint("Retry when pmhash_rebuild_progress('%s') no longer reports it rebuilding; the rebuild needs a free slot of max_worker_processes.",
+							 RelationGetRelationName(index))));
+		(void) WaitLatch(MyLatch,
+						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 PMHASH_REBUILD_POLL_MS, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
+/*
+ * The TIDs of the entries with this hash, into *tids (room for cap, grown
+ * in the current memory context when short).  Index lock held.
+ */
+static int
+pmhash_unique_candidates(PmhashIndex *idx, uint64 hash,
+						 ItemPointerData **tids, int cap)
+{
+	uint64		stack[PMHASH_UNIQUE_CANDIDATES];
+	uint64	   *tags = stack;
+	int			n;
+	int			i;
+
+	while ((n = pmhash_lookup_hash(idx, hash, tags, cap)) > cap)
+	{
+		cap = n;
+		if (tags != stack)
+			pfree(tags);
+		tags = palloc(sizeof(uint64) * cap);
+		*tids = palloc(sizeof(ItemPointerData) * cap);
+	}
+	for (i = 0; i < n; i++)
+		ItemPointerSet(&(*tids)[i], pmh_tag_block(tags[i]),
+					   pmh_tag_offset(tags[i]));
+	if (tags != stack)
+		pfree(tags);
+	return n;
+}
+
+/* raise a unique violation of the new key, as btree words it */
+static void
+pmhash_unique_violation(Relation index, Relation heap, const Datum *values,
+						const bool *isnull)
+{
+	char	   *key_desc = BuildIndexValueDescription(index, (Datum *) values,
+													  (bool *) isnull);
+
+	ereport(ERROR,
+			(errcode(ERRCODE_UNIQUE_VIOLATION),
+			 errmsg("duplicate key value violates unique constraint \"%s\"",
+					RelationGetRelationName(index)),
+			 key_desc ? errdetail("Key %s already exists.", key_desc) : 0,
+			 errtableconstraint(heap, RelationGetRelationName(index))));
+}
+
+/*
+ * aminsert of a unique index: check the key and (except for
+ * UNIQUE_CHECK_EXISTING, whose row is in the index already) add the entry,
+ * flushed to the pool before the unique-check lock is released.  Returns
+ * whether the key is known unique; only UNIQUE_CHECK_PARTIAL returns
+ * false (the executor then checks again at commit, or the speculative
+ * insertion of an INSERT ... ON CONFLICT backs out); the others raise the
+ * violation.
+ */
+bool
+pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
+					 bool *isnull, ItemPointer tid, Relation heap,
+					 IndexUniqueCheck check, IndexInfo *indexInfo)
+{
+	LWLock	   *lock = pmhash_unique_lock(index, hash);
+	bool		partial = check == UNIQUE_CHECK_PARTIAL;
+
+	for (;;)
+	{
+		ItemPointerData stack[PMHASH_UNIQUE_CANDIDATES];
+		ItemPointerData *tids = stack;
+		PmhashUniqueVerdict verdict = PMHASH_UNIQUE_OK;
+		TransactionId xwait = InvalidTransactionId;
+		uint32		token = 0;
+		PmhashIndex idx;
+		int			n;
+
+		if (check != UNIQUE_CHECK_EXISTING)
+			pmhash_log_settle_index(index, heap, tid);
+		LWLockAcquire(lock, LW_EXCLUSIVE);
+		pmhash_attach(index, LW_SHARED, &idx);
+		if (unlikely(idx.shared->rebuild))
+		{
+			/* the pool lacks entries until the rebuild ends */
+			pmhash_detach(&idx);
+			LWLockRelease(lock);
+			pmhash_wait_rebuilt(index, heap);
+			continue;
+		}
+		n = pmhash_unique_candidates(&idx, hash, &tids,
+									 PMHASH_UNIQUE_CANDIDATES);
+		if (n > 0)
+		{
+			/* heap reads under the index lock would hold up splits */
+			pmhash_detach(&idx);
+			verdict = pmhash_unique_judge(pmhash_unique_state(index, heap,
+															  indexInfo),
+										  index, heap, tids, n, tid,
+										  values, isnull, partial,
+										  &xwait, &token);
+			if (tids != stack)
+				pfree(tids);
+			if (verdict == PMHASH_UNIQUE_WAIT)
+			{
+				LWLockRelease(lock);
+				if (token != 0)
+					SpeculativeInsertionWait(xwait, token);
+				else
+					XactLockTableWait(xwait, heap, tid, XLTW_InsertIndex);
+				continue;
+			}
+			if (verdict == PMHASH_UNIQUE_CONFLICT && !partial)
+			{
+				LWLockRelease(lock);
+				pmhash_unique_violation(index, heap, values, isnull);
+			}
+			if (check == UNIQUE_CHECK_EXISTING)
+			{
+				LWLockRelease(lock);
+				return true;
+			}
+			pmhash_attach(index, LW_SHARED, &idx);
+		}
+		if (check != UNIQUE_CHECK_EXISTING)
+			pmhash_log_append(&idx, hash, tid, true);
+		pmhash_detach(&idx);
+		LWLockRelease(lock);
+		return verdict == PMHASH_UNIQUE_OK;
+	}
+}
+
+/*
+ * CREATE UNIQUE INDEX: a pair of rows whose entries have the same hash,
+ * found as the build inserted the second.  Checked after the scan, or when
+ * PMHASH_BUILD_SUSPECTS have gathered.
+ */
+typedef struct PmhashSuspect
+{
+	ItemPointerData a;
+	ItemPointerData b;
+} PmhashSuspect;
+
+struct PmhashBuildUnique
+{
+	Relation	index;
+	Relation	heap;
+	PmhashUniqueState *us;		/* made on first need */
+	PmhashSuspect *pairs;
+	int			n;
+	int			cap;
+};
+
+/* the duplicate check of a unique build of index on heap */
+PmhashBuildUnique *
+pmhash_build_unique_begin(Relation index, Relation heap)
+{
+	PmhashBuildUnique *bu = palloc0(sizeof(PmhashBuildUnique));
+
+	bu->index = index;
+	bu->heap = heap;
+	bu->cap = PMHASH_BUILD_SUSPECTS;
+	bu->pairs = palloc(sizeof(PmhashSuspect) * bu->cap);
+	return bu;
+}
+
+/*
+ * Check the pairs gathered so far.  A pair is a duplicate if both rows
+ * are live to this transaction (SnapshotSelf: the build either waited for
+ * other inserters or, concurrently, leaves rows that change later to the
+ * validation's aminsert) and their keys are equal; the build then fails
+ * as btree's does.
+ */
+void
+pmhash_build_unique_check(PmhashBuildUnique *bu)
+{
+	int			i;
+
+	if (bu->n == 0)
+		return;
+	if (bu->us == NULL)
+		bu->us = pmhash_unique_state_make(bu->index, bu->heap);
+	for (i = 0; i < bu->n; i++)
+	{
+		PmhashUniqueState *us = bu->us;
+		Datum		av[INDEX_MAX_KEYS];
+		bool		an[INDEX_MAX_KEYS];
+		Datum		bv[INDEX_MAX_KEYS];
+		bool		bn[INDEX_MAX_KEYS];
+		bool		dup = false;
+
+		if (ItemPointerEquals(&bu->pairs[i].a, &bu->pairs[i].b))
+			continue;
+		if (pmhash_unique_fetch_key(us, us->slot, &bu->pairs[i].a,
+									SnapshotSelf, av, an) &&
+			pmhash_unique_fetch_key(us, us->slot2, &bu->pairs[i].b,
+									SnapshotSelf, bv, bn))
+			dup = pmhash_unique_keys_equal(bu->index, us, av, an, bv, bn);
+		if (dup)
+		{
+			char	   *key_desc = BuildIndexValueDescription(bu->index,
+															  av, an);
+
+			ereport(ERROR,
+					(errcode(ERRCODE_UNIQUE_VIOLATION),
+					 errmsg("could not create unique index \"%s\"",
+							RelationGetRelationName(bu->index)),
+					 key_desc ? errdetail("Key %s is duplicated.", key_desc) :
+					 errdetail("Duplicate keys exist."),
+					 errtableconstraint(bu->heap,
+										RelationGetRelationName(bu->index))));
+		}
+		ExecClearTuple(us->slot);
+		ExecClearTuple(us->slot2);
+		ResetPerTupleExprContext(us->estate);
+		CHECK_FOR_INTERRUPTS();
+	}
+	table_index_fetch_reset(bu->us->fetch);
+	bu->n = 0;
+}
+
+/*
+ * Note that the live row at tid has the same hash as the rows whose
+ * entries are tags[0..n-1].  The caller holds the index lock; once it has
+ * let go, it checks the pairs (pmhash_build_unique_check) if this returned
+ * true.
+ */
+bool
+pmhash_build_unique_note(PmhashBuildUnique *bu, ItemPointer tid,
+						 const uint64 *tags, int n)
+{
+	int			i;
+
+	if (bu->n + n > bu->cap)
+	{
+		bu->cap = Max(bu->cap * 2, bu->n + n);
+		bu->pairs = repalloc_huge(bu->pairs, sizeof(PmhashSuspect) * bu->cap);
+	}
+	for (i = 0; i < n; i++)
+	{
+		PmhashSuspect *p = &bu->pairs[bu->n++];
+
+		p->a = *tid;
+		ItemPointerSet(&p->b, pmh_tag_block(tags[i]), pmh_tag_offset(tags[i]));
+	}
+	return bu->n >= PMHASH_BUILD_SUSPECTS;
+}
+
+/* end a unique build's check: the last pairs, then the state */
+void
+pmhash_build_unique_end(PmhashBuildUnique *bu)
+{
+	pmhash_build_unique_check(bu);
+	if (bu->us != NULL)
+		pmhash_unique_state_free(bu->us);
+	pfree(bu->pairs);
+	pfree(bu);
+}
+
+/*
+ * Give the IndexInfo of a unique pmhash index what INSERT ... ON CONFLICT
+ * needs of an arbiter: its uniqueness and, per key column, the equality
+ * operator, its function and its strategy (the arbiter's scan keys and
+ * recheck use them).
+ */
+static void
+pmhash_upsert_fill(Relation index, IndexInfo *ii)
+{
+	MemoryContext cxt = GetMemoryChunkContext(ii);
+	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
+	int			i;
+
+	ii->ii_Unique = true;
+	ii->ii_UniqueOps = MemoryContextAlloc(cxt, sizeof(Oid) * nkeys);
+	ii->ii_UniqueProcs = MemoryContextAlloc(cxt, sizeof(Oid) * nkeys);
+	ii->ii_UniqueStrats = MemoryContextAlloc(cxt, sizeof(uint16) * nkeys);
+	for (i = 0; i < nkeys; i++)
+	{
+		Oid			type = index->rd_opcintype[i];
+		Oid			op = get_opfamily_member(index->rd_opfamily[i], type, type,
+											 PMHASH_EQUAL_STRATEGY);
+
+		if (!OidIsValid(op))
+			elog(ERROR, "missing operator %d(%u,%u) in opfamily %u",
+				 PMHASH_EQUAL_STRATEGY, type, type, index->rd_opfamily[i]);
+		ii->ii_UniqueOps[i] = op;
+		ii->ii_UniqueProcs[i] = get_opcode(op);
+		ii->ii_UniqueStrats[i] = PMHASH_EQUAL_STRATEGY;
+	}
+}
+
+/*
+ * Open the indexes of an ON CONFLICT insert's result relation as the
+ * executor would at its first insert (ExecInsert), if it has a unique
+ * pmhash index.  PostgreSQL 15 sets up every unique index of such a
+ * relation for speculative insertion with btree's strategy numbers, and
+ * refuses any other access method (BuildSpeculativeIndexInfo).  So the
+ * uniqueness of the pmhash indexes is hidden in this backend's relcache
+ * entries while ExecOpenIndices runs (nothing plans or inserts meanwhile),
+ * given back, and their IndexInfos get what an arbiter needs.  The
+ * executor then finds the indexes open, uses and closes them as its own.
+ */
+static void
+pmhash_upsert_open_indexes(EState *estate, ResultRelInfo *rri)
+{
+	Relation	heap = rri->ri_RelationDesc;
+	List	   *indexes;
+	List	   *hidden = NIL;
+	ListCell   *lc;
+	MemoryContext old;
+	int			i;
+
+	if (!heap->rd_rel->relhasindex || rri->ri_IndexRelationDescs != NULL)
+		return;
+	indexes = RelationGetIndexList(heap);
+	foreach(lc, indexes)
+	{
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+
+		if (index->rd_indam->aminsert == pmhashinsert &&
+			index->rd_index->indisunique)
+			hidden = lappend(hidden, index);
+		else
+			index_close(index, RowExclusiveLock);
+	}
+	list_free(indexes);
+	if (hidden == NIL)
+		return;
+
+	old = MemoryContextSwitchTo(estate->es_query_cxt);
+	PG_TRY();
+	{
+		foreach(lc, hidden)
+			((Relation) lfirst(lc))->rd_index->indisunique = false;
+		ExecOpenIndices(rri, true);
+	}
+	PG_FINALLY();
+	{
+		foreach(lc, hidden)
+		{
+			Relation	index = (Relation) lfirst(lc);
+
+			index->rd_index->indisunique = true;
+			index_close(index, RowExclusiveLock);
+		}
+	}
+	PG_END_TRY();
+	for (i = 0; i < rri->ri_NumIndices; i++)
+	{
+		Relation	index = rri->ri_IndexRelationDescs[i];
+
+		if (index != NULL && index->rd_indam->aminsert == pmhashinsert &&
+			index->rd_index->indisunique)
+			pmhash_upsert_fill(index, rri->ri_IndexRelationInfo[i]);
+	}
+	MemoryContextSwitchTo(old);
+	list_free(hidden);
+}
+
+/* planstate walker: open the indexes of ON CONFLICT inserts (see above) */
+static bool
+pmhash_upsert_walker(PlanState *ps, void *context)
+{
+	if (ps == NULL)
+		return false;
+	if (IsA(ps, ModifyTableState) &&
+		((ModifyTable *) ps->plan)->onConflictAction != ONCONFLICT_NONE)
+	{
+		ModifyTableState *mt = (ModifyTableState *) ps;
+		int			r;
+
+		for (r = 0; r < mt->mt_nrels; r++)
+			pmhash_upsert_open_indexes(ps->state, &mt->resultRelInfo[r]);
+	}
+	return planstate_tree_walker(ps, pmhash_upsert_walker, context);
+}
+
+/*
+ * ExecutorStart of a statement that runs INSERT ... ON CONFLICT: after the
+ * executor's own start, open the indexes of the tables it inserts into
+ * that have a unique pmhash index (pmhash_upsert_open_indexes).  Tuple
+ * routing into partitions opens their indexes during the run: there
+ * PostgreSQL's refusal stands.
+ */
+void
+pmhash_upsert_executor_start(QueryDesc *queryDesc, int eflags,
+							 void (*start) (QueryDesc *, int))
+{
+	ListCell   *lc;
+
+	start(queryDesc, eflags);
+	if (eflags & EXEC_FLAG_EXPLAIN_ONLY)
+		return;
+	(void) pmhash_upsert_walker(queryDesc->planstate, NULL);
+	foreach(lc, queryDesc->estate->es_subplanstates)
+		(void) pmhash_upsert_walker((PlanState *) lfirst(lc), NULL);
+}
