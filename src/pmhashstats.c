@@ -291,9 +291,17 @@ pmhash_stats_publish(PmhashLocal *local)
 	p->fences = 0;
 }
 
-/* feed the ranges flushed since the last fence to the media model */
+/*
+ * Feed the ranges flushed since they were last fed to the media model.
+ * Without wait, only if the model's lock is free at once: under
+ * contention (inserts that flush every row, into unique or exclusion
+ * indexes, from several backends) the ranges wait for a later fence, at
+ * most PMHASH_STATS_RANGES of them, rather than every fence waiting for
+ * the lock.  The model then sees them a little later, as if the backends'
+ * writes had interleaved a little differently.
+ */
 static void
-pmhash_stats_feed_model(PmhashLocal *local)
+pmhash_stats_feed_model(PmhashLocal *local, bool wait)
 {
 	PmhashStatsPending *p = &local->stats_pending;
 
@@ -302,7 +310,13 @@ pmhash_stats_feed_model(PmhashLocal *local)
 		uint32		owner = pmhash_owner(local->stats_slot, local->stats_tag);
 		int			i;
 
-		LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
+		if (!wait)
+		{
+			if (!LWLockConditionalAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE))
+				return;
+		}
+		else
+			LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
 		pmhash_model_resize();
 		for (i = 0; i < p->nranges; i++)
 			pmh_media_write(&pmhash_statsblk->model, local->stats_pool,
@@ -317,7 +331,7 @@ pmhash_stats_feed_model(PmhashLocal *local)
 static void
 pmhash_stats_settle(PmhashLocal *local)
 {
-	pmhash_stats_feed_model(local);
+	pmhash_stats_feed_model(local, true);
 	pmhash_stats_publish(local);
 }
 
@@ -342,7 +356,8 @@ pmhash_stats_publish_all(void)
 /*
  * The choke point's hook: a flushed range (len > 0) or a fence (len 0).
  * Ranges are collected in the mapping, and the fence that follows them
- * feeds them to the model under one acquisition of its lock.  The flushes
+ * feeds them to the model under one acquisition of its lock (or a later
+ * fence, when the lock is busy: pmhash_stats_feed_model).  The flushes
  * of one batch are issued back to back, so feeding them together changes
  * nothing the model can tell: other backends' flushes fall between
  * batches either way.
@@ -357,7 +372,7 @@ pmhash_stats_flush_hook(void *arg, uint64 offset, size_t len)
 	if (len == 0)
 	{
 		p->fences++;
-		pmhash_stats_feed_model(local);
+		pmhash_stats_feed_model(local, false);
 		if (p->flushes >= PMHASH_STATS_PUBLISH_FLUSHES)
 			pmhash_stats_publish(local);
 		return;
@@ -376,7 +391,7 @@ pmhash_stats_flush_hook(void *arg, uint64 offset, size_t len)
 	if (pmhash_media_buffer_lines > 0)
 	{
 		if (p->nranges == PMHASH_STATS_RANGES)
-			pmhash_stats_feed_model(local);
+			pmhash_stats_feed_model(local, true);
 		p->ranges[p->nranges].offset = offset;
 		p->ranges[p->nranges].len = len;
 		p->nranges++;
