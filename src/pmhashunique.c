@@ -335,8 +335,9 @@ pmhash_wait_rebuilt(Relation index, Relation heap)
 }
 
 /*
- * The TIDs of the entries with this hash, into *tids (room for cap, grown
- * in the current memory context when short).  Index lock held.
+ * The TIDs of the entries with this hash, into *tids (room for cap, at
+ * most PMHASH_UNIQUE_CANDIDATES; replaced by a palloc'd array when short).
+ * Index lock held.
  */
 static int
 pmhash_unique_candidates(PmhashIndex *idx, uint64 hash,
@@ -347,14 +348,16 @@ pmhash_unique_candidates(PmhashIndex *idx, uint64 hash,
 	int			n;
 	int			i;
 
+	Assert(cap <= PMHASH_UNIQUE_CANDIDATES);
 	while ((n = pmhash_lookup_hash(idx, hash, tags, cap)) > cap)
 	{
 		cap = n;
 		if (tags != stack)
 			pfree(tags);
 		tags = palloc(sizeof(uint64) * cap);
-		*tids = palloc(sizeof(ItemPointerData) * cap);
 	}
+	if (tags != stack)
+		*tids = palloc(sizeof(ItemPointerData) * cap);
 	for (i = 0; i < n; i++)
 		ItemPointerSet(&(*tids)[i], pmh_tag_block(tags[i]),
 					   pmh_tag_offset(tags[i]));

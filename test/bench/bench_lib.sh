@@ -2,6 +2,10 @@
 # test/bench/bench_lib.sh -- helpers shared by the benchmark scripts in
 # test/bench (sourced after test/lib.sh).
 #
+#   bench_setup SCRIPT NAME ARGS...
+#                         what a benchmark script does first (below)
+#   bench_db              database "bench" with pmhash in the cluster
+#                         that pmh_cluster_start started
 #   bench_out_dir         the results directory of this run, created:
 #                         $PMHASH_BENCH_OUT, else test/bench/results/<date>
 #                         (ignored by git; results/latest/ is kept); fails
@@ -16,6 +20,38 @@
 #                         the statements in one session after a
 #                         CHECKPOINT; prints the ms the last one took
 #   bench_min A B         the smaller number (empty counts as infinity)
+#   bench_ratio A B       A/B as "0.62", or "n/a"
+#   bench_verdict R OP L  "met" if R OP L holds ("<=", ">="), else
+#                         "missed" ("n/a" for no ratio)
+
+# bench_setup SCRIPT NAME ARGS...: as root, run SCRIPT (its path in the
+# tree) again as the test user on a copy of the tree, copy
+# test/bench/results back, and exit; otherwise set the PostgreSQL paths,
+# move to the tree and set LOGDIR (the logs), OUT (bench_out_dir), TSV and
+# MD (OUT/NAME.tsv and .md), STATUS=0 and T_START.  Exits when OUT cannot
+# be made.
+bench_setup() {
+	local script=$1 name=$2
+	shift 2
+	PMH_COPY_BACK_PATHS="test/bench/results"
+	pmh_drop_root "$script" "$@" # exits if we are root
+	pmh_init_pg_paths
+	cd "$PMH_ROOT" || exit 2
+	LOGDIR=$PMH_CHECK/bench
+	mkdir -p "$LOGDIR"
+	OUT=$(bench_out_dir) || exit 2
+	TSV=$OUT/$name.tsv
+	MD=$OUT/$name.md
+	STATUS=0
+	T_START=$(pmh_now)
+}
+
+# bench_db: create database "bench", with the pmhash extension, in the
+# cluster that pmh_cluster_start started; dies on failure
+bench_db() {
+	"${PMH_CL_PSQL[@]}" -d postgres -c 'CREATE DATABASE bench' || pmh_die "CREATE DATABASE failed"
+	"${PMH_CL_PSQL[@]}" -d bench -c 'CREATE EXTENSION pmhash' || pmh_die "CREATE EXTENSION pmhash failed"
+}
 
 bench_out_dir() {
 	local d=${PMHASH_BENCH_OUT:-$PMH_ROOT/test/bench/results/$(date +%Y-%m-%d)}
@@ -79,6 +115,26 @@ EOF
 bench_min() {
 	if [ -z "$1" ]; then echo "$2"; elif [ -z "$2" ]; then echo "$1"; else
 		awk -v a="$1" -v b="$2" 'BEGIN { print (a < b ? a : b) }'
+	fi
+}
+
+# bench_ratio A B: A/B as "0.62", or "n/a" without both numbers
+bench_ratio() {
+	if [ -n "${1:-}" ] && [ -n "${2:-}" ] && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
+		awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
+	else
+		printf 'n/a'
+	fi
+}
+
+# bench_verdict R OP LIMIT: "met" if R OP LIMIT holds, else "missed"
+bench_verdict() {
+	if [ "$1" = n/a ]; then
+		echo n/a
+	elif awk -v r="$1" -v l="$3" "BEGIN { exit !(r $2 l) }"; then
+		echo met
+	else
+		echo missed
 	fi
 }
 

@@ -883,26 +883,9 @@ fi
 # -------------------------------------------------------------- report ---
 
 num_or_na() { [ -n "${1:-}" ] && printf '%s' "$1" || printf 'n/a'; }
-# ratio A B: A/B as "0.62"
-ratio() {
-	if [ -n "${1:-}" ] && [ -n "${2:-}" ] && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
-		awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
-	else
-		printf 'n/a'
-	fi
-}
-# verdict R LIMIT: "met" if R <= LIMIT (ratios where lower is better)
-verdict() {
-	if [ "$1" = n/a ]; then
-		echo n/a
-	elif awk -v r="$1" -v l="$3" "BEGIN { exit !(r $2 l) }"; then
-		echo met
-	else
-		echo missed
-	fi
-}
-verdict_le() { verdict "$1" "<=" "$2"; }
-verdict_ge() { verdict "$1" ">=" "$2"; }
+ratio() { bench_ratio "$@"; }
+verdict_le() { bench_verdict "$1" "<=" "$2"; }
+verdict_ge() { bench_verdict "$1" ">=" "$2"; }
 
 # row LABEL METRIC TARGET: one line of the main table
 row() {

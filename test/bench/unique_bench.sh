@@ -18,7 +18,8 @@
 #      UPDATE, half the keys present) on a table of $ROWS rows with each
 #      unique index, at each of $CLIENTS clients, $PGB_TIME seconds a run,
 #      -M prepared, synchronous_commit = off, the methods taking turns for
-#      $PGB_ROUNDS rounds, the median reported
+#      $PGB_ROUNDS rounds, the median reported; a 1-client run shares one
+#      CPU with its backend (taskset)
 #   7. report: unique.md (numbers, ratios, issue 32's targets: upkeep <=
 #      0.5 x btree's on int8 and on text, size <= 0.2 x btree's on text,
 #      upsert TPS >= btree's) and unique.tsv in test/bench/results/<date>/
@@ -32,7 +33,7 @@
 #        PMHASH_BENCH_PGBENCH_ROUNDS (3), PMHASH_BENCH_CLIENTS ("1 2"),
 #        PMHASH_BENCH_MODE ("file" or "emulated", as sql_bench.sh),
 #        PMHASH_BENCH_OUT, PMHASH_BENCH_SKIP_BUILD=1, PMHASH_BENCH_KEEP=1,
-#        PG_CONFIG.
+#        PMHASH_BENCH_CONF (extra postgresql.conf lines), PG_CONFIG.
 
 set -uo pipefail
 
@@ -42,26 +43,13 @@ HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd -P)
 # shellcheck source=test/bench/bench_lib.sh
 . "$HERE/bench_lib.sh"
 
-PMH_COPY_BACK_PATHS="test/bench/results"
-pmh_drop_root test/bench/unique_bench.sh "$@" # exits if we are root
-
-pmh_init_pg_paths
-cd "$PMH_ROOT" || exit 2
-
+bench_setup test/bench/unique_bench.sh unique "$@"
 ROWS=${PMHASH_BENCH_ROWS:-1000000}
 REPEAT=${PMHASH_BENCH_REPEAT:-3}
 PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-5}
 PGB_ROUNDS=${PMHASH_BENCH_PGBENCH_ROUNDS:-3}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2}
 MODE=${PMHASH_BENCH_MODE:-file}
-
-LOGDIR=$PMH_CHECK/bench
-mkdir -p "$LOGDIR"
-OUT=$(bench_out_dir) || exit 2
-TSV=$OUT/unique.tsv
-MD=$OUT/unique.md
-STATUS=0
-T_START=$(pmh_now)
 
 pmh_cluster_build "$LOGDIR" "${PMHASH_BENCH_SKIP_BUILD:-}"
 [ "$PMH_CL_HAVE_PMHASH" = 1 ] || pmh_die "pmhash did not build: nothing to compare"
@@ -71,11 +59,11 @@ trap 'trap "" INT TERM; echo interrupted >&2; exit 130' INT TERM
 pmh_cluster_start pmhunique "$MODE" "$LOGDIR" "shared_buffers = '1GB'
 max_wal_size = '8GB'
 checkpoint_timeout = '30min'
-pmhash.shared_memory = '$((256 + ROWS * 40 / 1048576))MB'"
+pmhash.shared_memory = '$((256 + ROWS * 40 / 1048576))MB'
+${PMHASH_BENCH_CONF:-}"
 
+bench_db
 sql() { "${PMH_CL_PSQL[@]}" -d bench "$@"; }
-"${PMH_CL_PSQL[@]}" -d postgres -c 'CREATE DATABASE bench' || pmh_die "CREATE DATABASE failed"
-sql -c 'CREATE EXTENSION pmhash' || pmh_die "CREATE EXTENSION pmhash failed"
 
 printf 'metric\tam\tvalue\tunit\n' >"$TSV"
 declare -A V
@@ -83,23 +71,8 @@ record() {
 	V["$1|$2"]=$3
 	printf '%s\t%s\t%s\t%s\n' "$1" "$2" "$3" "$4" >>"$TSV"
 }
-ratio() {
-	if [ -n "${1:-}" ] && [ -n "${2:-}" ] && awk -v b="$2" 'BEGIN { exit !(b > 0) }'; then
-		awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", a / b }'
-	else
-		printf 'n/a'
-	fi
-}
-# verdict R OP LIMIT: "met" if R OP LIMIT holds
-verdict() {
-	if [ "$1" = n/a ]; then
-		echo n/a
-	elif awk -v r="$1" -v l="$3" "BEGIN { exit !(r $2 l) }"; then
-		echo met
-	else
-		echo "NOT met"
-	fi
-}
+ratio() { bench_ratio "$@"; }
+verdict() { bench_verdict "$@"; }
 
 pmh_head "data: $ROWS keys, int8 and 200-byte text"
 sql -v rows="$ROWS" <<'EOF' || pmh_die "loading data failed"
@@ -178,15 +151,24 @@ if [ "$PGB_TIME" != 0 ]; then
 			-c "VACUUM ANALYZE up_$am" >/dev/null || pmh_die "setting up the upsert tables failed"
 	done
 	PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
+	# a 1-client run is a ping-pong between pgbench and its backend: both
+	# on one CPU (the postmaster's affinity passes to the backends it
+	# forks), or the run measures cross-CPU wake-ups (as sql_bench.sh)
+	PM=$(head -n 1 "$PMH_CL_DATA/postmaster.pid")
+	ALL_CPUS=$(taskset -pc "$PM" 2>/dev/null | sed -E 's/.*: //')
 	for c in $CLIENTS; do
 		declare -A RUNS=()
+		PIN=()
+		if [ "$c" = 1 ] && [ -n "$ALL_CPUS" ] && taskset -pc 0 "$PM" >/dev/null; then
+			PIN=(taskset -c 0)
+		fi
 		for r in $(seq 1 "$PGB_ROUNDS"); do
 			for am in pmhash btree; do
 				sql -c "ALTER TABLE up_$am RENAME TO pgb" >/dev/null || {
 					STATUS=1
 					continue
 				}
-				out=$(PGOPTIONS="-c synchronous_commit=off" "${PGBENCH[@]}" -c "$c" -j "$c" -D rows="$ROWS" -f "$HERE/pgbench/upsert.sql" bench 2>&1)
+				out=$(PGOPTIONS="-c synchronous_commit=off" "${PIN[@]}" "${PGBENCH[@]}" -c "$c" -j "$c" -D rows="$ROWS" -f "$HERE/pgbench/upsert.sql" bench 2>&1)
 				rc=$?
 				sql -c "ALTER TABLE pgb RENAME TO up_$am" >/dev/null || STATUS=1
 				tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
@@ -200,6 +182,7 @@ if [ "$PGB_TIME" != 0 ]; then
 				RUNS[$am]="${RUNS[$am]:-} $(printf '%.0f' "$tps")"
 			done
 		done
+		[ "${#PIN[@]}" = 0 ] || taskset -pc "$ALL_CPUS" "$PM" >/dev/null || STATUS=1
 		for am in pmhash btree; do
 			# shellcheck disable=SC2086 # the runs are words
 			[ -n "${RUNS[$am]:-}" ] && record "upsert_c${c}_tps" "$am" "$(median ${RUNS[$am]})" tps
@@ -225,7 +208,7 @@ SIZE_TEXT=$(ratio "$(val text_index_bytes pmhash)" "$(val text_index_bytes btree
 {
 	echo "# UNIQUE pmhash vs UNIQUE btree ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 	echo
-	echo "Machine: $(bench_machine). Pools: $PMH_CL_MODE_TEXT. $ROWS distinct keys, int8 and 200-byte text; best of $REPEAT for upkeep; pgbench median of $PGB_ROUNDS runs of $PGB_TIME s, synchronous_commit = off. PostgreSQL's hash index cannot be unique."
+	echo "Machine: $(bench_machine). Pools: $PMH_CL_MODE_TEXT. $ROWS distinct keys, int8 and 200-byte text; best of $REPEAT for upkeep; pgbench median of $PGB_ROUNDS runs of $PGB_TIME s, synchronous_commit = off, a 1-client run on one CPU with its backend. PostgreSQL's hash index cannot be unique."
 	echo
 	echo "| | unique pmhash | unique btree | pmhash / btree | target | plain pmhash |"
 	echo "| --- | --- | --- | --- | --- | --- |"
