@@ -209,6 +209,13 @@ CREATE UNIQUE INDEX ux_id ON ux USING pmhash (id);
 ALTER TABLE ux ADD CONSTRAINT ux_pk PRIMARY KEY USING INDEX ux_id;
 ALTER TABLE ux ADD CONSTRAINT ux_u UNIQUE USING INDEX ux_id;
 CREATE TABLE ux_ref (id int REFERENCES ux (id));
+-- nor as a replica identity, which a subscriber could not use (pmhash's
+-- own error: PostgreSQL would take it, and its apply worker then fail)
+ALTER TABLE ux ALTER COLUMN id SET NOT NULL;
+ALTER TABLE ux REPLICA IDENTITY USING INDEX ux_id;
+CREATE UNIQUE INDEX ux_bt ON ux USING btree (id);
+ALTER TABLE ux REPLICA IDENTITY USING INDEX ux_bt;
+SELECT relreplident FROM pg_class WHERE oid = 'ux'::regclass;
 -- INCLUDE columns are refused as for any pmhash index
 CREATE UNIQUE INDEX ON ux USING pmhash (id) INCLUDE (id);
 -- PostgreSQL 15 takes only btree for a unique index on a partitioned table,

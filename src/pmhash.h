@@ -17,6 +17,7 @@
 #include "access/genam.h"
 #include "access/itup.h"
 #include "executor/execdesc.h"
+#include "nodes/parsenodes.h"
 #include "fmgr.h"
 #include "nodes/execnodes.h"
 #include "nodes/pathnodes.h"
@@ -461,6 +462,7 @@ extern void pmhash_build_unique_check(PmhashBuildUnique *bu);
 extern void pmhash_build_unique_end(PmhashBuildUnique *bu);
 extern void pmhash_upsert_executor_start(QueryDesc *queryDesc, int eflags,
 										 void (*start) (QueryDesc *, int));
+extern void pmhash_refuse_replica_identity(AlterTableStmt *stmt);
 
 /* pmhashsearch.c */
 extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);

@@ -469,7 +469,9 @@ pmhash_createdb_template(CreatedbStmt *stmt)
 /*
  * ProcessUtility hook: DROP DATABASE and CREATE DATABASE act on whole
  * directories of relation files without per-relation callbacks; do the same
- * to pool directories once PostgreSQL has done its part.
+ * to pool directories once PostgreSQL has done its part.  ALTER TABLE ...
+ * REPLICA IDENTITY USING INDEX of a pmhash index is refused before it runs
+ * (pmhash_refuse_replica_identity).
  */
 static void
 pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
@@ -489,6 +491,8 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 		pmhash_log_have_unflushed())
 		pmhash_log_flush_all(false);
 
+	if (IsA(parsetree, AlterTableStmt))
+		pmhash_refuse_replica_identity((AlterTableStmt *) parsetree);
 	if (IsA(parsetree, DropdbStmt))
 		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 	else if (IsA(parsetree, CreatedbStmt))

@@ -34,6 +34,9 @@
 #include "access/tableam.h"
 #include "access/xact.h"
 #include "catalog/index.h"
+#include "catalog/namespace.h"
+#include "catalog/pg_class.h"
+#include "commands/defrem.h"
 #include "executor/executor.h"
 #include "miscadmin.h"
 #include "nodes/nodeFuncs.h"
@@ -45,6 +48,7 @@
 #include "utils/memutils.h"
 #include "utils/rel.h"
 #include "utils/snapmgr.h"
+#include "utils/syscache.h"
 #include "utils/timestamp.h"
 
 #include "pmhash.h"
@@ -727,4 +731,59 @@ pmhash_upsert_executor_start(QueryDesc *queryDesc, int eflags,
 	(void) pmhash_upsert_walker(queryDesc->planstate, NULL);
 	foreach(lc, queryDesc->estate->es_subplanstates)
 		(void) pmhash_upsert_walker((PlanState *) lfirst(lc), NULL);
+}
+
+/* the access method of a relation, or InvalidOid */
+static Oid
+pmhash_rel_am(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			am = InvalidOid;
+
+	if (HeapTupleIsValid(tuple))
+	{
+		am = ((Form_pg_class) GETSTRUCT(tuple))->relam;
+		ReleaseSysCache(tuple);
+	}
+	return am;
+}
+
+/*
+ * ProcessUtility, before ALTER TABLE runs: refuse REPLICA IDENTITY USING
+ * INDEX of a pmhash index.  PostgreSQL accepts any unique index there, but
+ * its logical replication (PostgreSQL 15) looks a subscriber's rows up
+ * through the replica identity index with btree's strategy numbers: every
+ * UPDATE and DELETE it applies would fail, and the subscription would stop
+ * there.  What PostgreSQL itself checks (the table, the index) it reports.
+ */
+void
+pmhash_refuse_replica_identity(AlterTableStmt *stmt)
+{
+	Oid			relid = InvalidOid;
+	ListCell   *lc;
+
+	foreach(lc, stmt->cmds)
+	{
+		AlterTableCmd *cmd = (AlterTableCmd *) lfirst(lc);
+		ReplicaIdentityStmt *ri = (ReplicaIdentityStmt *) cmd->def;
+		Oid			indexoid;
+
+		if (cmd->subtype != AT_ReplicaIdentity ||
+			ri->identity_type != REPLICA_IDENTITY_INDEX)
+			continue;
+		if (!OidIsValid(relid))
+			relid = RangeVarGetRelid(stmt->relation, NoLock, true);
+		if (!OidIsValid(relid))
+			return;
+		indexoid = get_relname_relid(ri->name, get_rel_namespace(relid));
+		if (!OidIsValid(indexoid) ||
+			pmhash_rel_am(indexoid) != get_index_am_oid("pmhash", true))
+			continue;
+		ereport(ERROR,
+				(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
+				 errmsg("pmhash index \"%s\" cannot be a replica identity",
+						ri->name),
+				 errdetail("PostgreSQL's logical replication looks rows up through the replica identity index with btree's strategy numbers: a subscriber could not apply updates and deletes through it."),
+				 errhint("Use a unique btree index, or the primary key, as the replica identity.")));
+	}
 }
