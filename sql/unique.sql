@@ -169,6 +169,20 @@ INSERT INTO ue VALUES ('d@x.org', true) ON CONFLICT (email) WHERE active DO NOTH
 SELECT * FROM ue ORDER BY email;
 DROP TABLE ue;
 
+-- rows older than ADD COLUMN ... DEFAULT have the default as their key
+CREATE TABLE ud (id int);
+INSERT INTO ud VALUES (1);
+ALTER TABLE ud ADD COLUMN k int DEFAULT 7;
+CREATE UNIQUE INDEX ud_k ON ud USING pmhash (k);
+INSERT INTO ud VALUES (2, 7);
+INSERT INTO ud VALUES (2, 8);
+INSERT INTO ud VALUES (3, 7) ON CONFLICT (k) DO NOTHING;
+DROP INDEX ud_k;
+INSERT INTO ud (id) VALUES (4);
+CREATE UNIQUE INDEX ud_k ON ud USING pmhash (k);
+SELECT * FROM ud ORDER BY id;
+DROP TABLE ud;
+
 -- keys longer than btree takes: pmhash stores 16 bytes per entry anyway
 CREATE TABLE ul (t text);
 ALTER TABLE ul ALTER COLUMN t SET STORAGE plain;

@@ -21,6 +21,7 @@
 #include "fmgr.h"
 #include "nodes/execnodes.h"
 #include "nodes/pathnodes.h"
+#include "storage/lock.h"
 #include "storage/lwlock.h"
 #include "storage/relfilenode.h"
 #include "utils/dsa.h"
@@ -226,6 +227,8 @@ typedef struct PmhashShared
 	 */
 	bool		rebuild;
 	int			rebuild_pid;
+	bool		rebuild_scanned;	/* the claim's heap scan is over: every
+									 * row has its entry (index lock) */
 	uint64		rebuild_blocks_total;	/* progress, written by the worker */
 	uint64		rebuild_blocks_done;
 
@@ -571,7 +574,7 @@ extern void pmhash_attach_new(Relation index, uint64 pool_id,
 extern void pmhash_detach(PmhashIndex *idx);
 extern bool pmhash_attach_redo(Relation index, uint64 pool_id,
 							   LWLockMode mode, PmhashIndex *idx);
-extern void pmhash_check_complete(PmhashIndex *idx);
+extern void pmhash_check_complete(PmhashIndex *idx, bool dirty);
 extern void pmhash_relock(PmhashIndex *idx, LWLockMode mode);
 extern void pmhash_relock_interruptible(PmhashIndex *idx);
 
@@ -622,6 +625,7 @@ extern Datum pmhash_writeback(PG_FUNCTION_ARGS);
 
 /* pmhashrebuild.c */
 extern bool pmhash_rebuild(Oid indexoid);
+extern void pmhash_rebuild_locktag(LOCKTAG *tag, Oid indexoid);
 
 /* pmhashxact.c: collecting logs */
 extern void pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,

@@ -498,12 +498,16 @@ pmhash_attach_redo(Relation index, uint64 pool_id, LWLockMode mode,
  * ERROR if the index's pool is being rebuilt: a scan must not answer from
  * a pool that lacks entries.  The planner avoids such an index
  * (pmhash_known_rebuilding); this catches a plan made before the rebuild
- * began, or a forced one.
+ * began, or a forced one.  A dirty scan (an exclusion or ON CONFLICT
+ * check) may go on once the rebuild's heap scan is over: every row then
+ * has its entry, and what the rebuild still waits for (older snapshots,
+ * which may need versions it left out) is no concern of a dirty snapshot.
  */
 void
-pmhash_check_complete(PmhashIndex *idx)
+pmhash_check_complete(PmhashIndex *idx, bool dirty)
 {
-	if (unlikely(idx->shared->rebuild))
+	if (unlikely(idx->shared->rebuild) &&
+		!(dirty && idx->shared->rebuild_scanned))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pmhash index \"%s\" is being rebuilt",

@@ -46,6 +46,7 @@
 #include "miscadmin.h"
 #include "pgstat.h"
 #include "storage/bufmgr.h"
+#include "storage/lock.h"
 #include "utils/builtins.h"
 #include "utils/guc.h"
 #include "utils/rel.h"
@@ -58,6 +59,9 @@
 
 /* heap blocks scanned per transaction (32 MB) */
 #define PMHASH_REBUILD_CHUNK	4096
+
+/* the fourth key of the rebuild's advisory lock ("MM"; 1 and 2 are SQL's) */
+#define PMHASH_REBUILD_LOCK_KEY	0x4D4D
 
 typedef struct PmhashRebuildState
 {
@@ -287,19 +291,43 @@ pmhash_rebuild_unclaim(PmhashRebuildState *rs)
 }
 
 /*
+ * The heavyweight lock that the worker rebuilding an index's pool holds,
+ * for its session, from before its claim to the end of its heap scan: an
+ * advisory lock of the index's database, keyed by the index's OID and
+ * PMHASH_REBUILD_LOCK_KEY (pg_locks shows it as advisory, objsubid 19789).
+ * A unique insert that must wait for the rebuild waits for this lock
+ * (pmhash_wait_rebuilt), so that the deadlock detector sees the wait.
+ */
+void
+pmhash_rebuild_locktag(LOCKTAG *tag, Oid indexoid)
+{
+	SET_LOCKTAG_ADVISORY(*tag, MyDatabaseId, indexoid, 0,
+						 PMHASH_REBUILD_LOCK_KEY);
+}
+
+/*
  * Rebuild the pool of an index that awaits it (outside a transaction:
  * it runs its own).  Returns false if there was nothing to do.  An ERROR
- * gives the claim back before it propagates; the caller aborts.
+ * gives the claim and the rebuild lock back before it propagates; the
+ * caller aborts.
  */
 bool
 pmhash_rebuild(Oid indexoid)
 {
 	PmhashRebuildState rs;
 	BlockNumber start = 0;
+	LOCKTAG		tag;
+	bool		locked = true;
 
 	memset(&rs, 0, sizeof(rs));
+	/* taken before the claim: whoever sees the claim finds the lock held */
+	pmhash_rebuild_locktag(&tag, indexoid);
+	(void) LockAcquire(&tag, ExclusiveLock, true, false);
 	if (!pmhash_rebuild_claim(indexoid, &rs))
+	{
+		LockRelease(&tag, ExclusiveLock, true);
 		return false;
+	}
 	pgstat_progress_start_command(PROGRESS_COMMAND_CREATE_INDEX, rs.heapoid);
 	pgstat_progress_update_param(PROGRESS_CREATEIDX_COMMAND,
 								 PROGRESS_CREATEIDX_COMMAND_REINDEX);
@@ -310,11 +338,26 @@ pmhash_rebuild(Oid indexoid)
 	{
 		while (pmhash_rebuild_chunk(indexoid, &rs, start))
 			start += PMHASH_REBUILD_CHUNK;
+
+		/*
+		 * Every row has its entry now: unique and exclusion checks may go
+		 * on, while the rebuild waits for older snapshots (which such a
+		 * check's own statement may hold)
+		 */
+		LWLockAcquire(&rs.shared->lock, LW_EXCLUSIVE);
+		if (rs.shared->generation == rs.generation &&
+			rs.shared->rebuild_pid == MyProcPid)
+			rs.shared->rebuild_scanned = true;
+		LWLockRelease(&rs.shared->lock);
+		locked = false;
+		LockRelease(&tag, ExclusiveLock, true);
 		pmhash_rebuild_finish(indexoid, &rs);
 	}
 	PG_CATCH();
 	{
 		pmhash_rebuild_unclaim(&rs);
+		if (locked)
+			LockRelease(&tag, ExclusiveLock, true);
 		pgstat_progress_end_command();
 		PG_RE_THROW();
 	}

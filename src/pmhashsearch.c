@@ -506,7 +506,7 @@ pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 		int			i;
 
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
-		pmhash_check_complete(&idx);
+		pmhash_check_complete(&idx, !IsMVCCSnapshot(scan->xs_snapshot));
 		*stale = idx.shared->stale;
 		for (i = 0; i < nk; i++)
 		{
@@ -717,12 +717,21 @@ pmhash_collect(IndexScanDesc scan)
 	if (so->empty)
 		return;
 
+	/*
+	 * The check of an exclusion constraint or an ON CONFLICT arbiter (a
+	 * dirty snapshot) waits for a rebuild of the pool, as a unique insert
+	 * does, rather than fail like a query (pmhash_check_complete)
+	 */
+	if (!IsMVCCSnapshot(scan->xs_snapshot) &&
+		pmhash_known_rebuilding(scan->indexRelation))
+		pmhash_wait_rebuilt(scan->indexRelation, scan->heapRelation);
+
 	if (so->nhashes == 1)
 	{
 		PmhashIndex idx;
 
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
-		pmhash_check_complete(&idx);
+		pmhash_check_complete(&idx, !IsMVCCSnapshot(scan->xs_snapshot));
 		while ((n = pmhash_lookup_hash(&idx, so->hashes[0], so->tags,
 									   so->cap)) > so->cap)
 			pmhash_grow_results(so, n);

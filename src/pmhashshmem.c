@@ -577,6 +577,7 @@ pmhash_set_rebuild(PmhashShared *shared, bool on)
 	else if (!on && shared->rebuild)
 		pg_atomic_fetch_sub_u32(&pmhash_ctl->nrebuild, 1);
 	shared->rebuild = on;
+	shared->rebuild_scanned = false;
 	if (!on)
 		shared->rebuild_pid = 0;
 	LWLockRelease(pmhash_htab_lock);

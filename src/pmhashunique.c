@@ -43,6 +43,7 @@
 #include "parser/parsetree.h"
 #include "pgstat.h"
 #include "storage/lmgr.h"
+#include "storage/predicate.h"
 #include "storage/latch.h"
 #include "utils/lsyscache.h"
 #include "utils/memutils.h"
@@ -73,6 +74,7 @@ typedef struct PmhashUniqueState
 {
 	IndexInfo  *ii;				/* our own: its expressions run in estate */
 	EState	   *estate;
+	ExprState  *pred;			/* a partial index's predicate, or NULL */
 	TupleTableSlot *slot;
 	TupleTableSlot *slot2;		/* the second tuple of a build's pair */
 	IndexFetchTableData *fetch;
@@ -105,17 +107,21 @@ pmhash_unique_lock(Relation index, uint64 hash)
 /*
  * Make what key comparisons against the heap need, in the current memory
  * context.  The slots get a copy of the heap's tuple descriptor, which no
- * resource owner tracks: the state outlives the command that made it.
+ * resource owner tracks (the state outlives the command that made it),
+ * with its defaults: a row written before ADD COLUMN ... DEFAULT reads the
+ * column's missing value from there.
  */
 static PmhashUniqueState *
 pmhash_unique_state_make(Relation index, Relation heap)
 {
 	PmhashUniqueState *us = palloc0(sizeof(PmhashUniqueState));
-	TupleDesc	desc = CreateTupleDescCopy(RelationGetDescr(heap));
+	TupleDesc	desc = CreateTupleDescCopyConstr(RelationGetDescr(heap));
 	int			i;
 
 	us->ii = BuildIndexInfo(index);
 	us->estate = CreateExecutorState();
+	if (us->ii->ii_Predicate != NIL)
+		us->pred = ExecPrepareQual(us->ii->ii_Predicate, us->estate);
 	us->slot = MakeSingleTupleTableSlot(desc, table_slot_callbacks(heap));
 	us->slot2 = MakeSingleTupleTableSlot(desc, table_slot_callbacks(heap));
 	us->fetch = table_index_fetch_begin(heap);
@@ -217,7 +223,9 @@ pmhash_unique_keys_equal(Relation index, PmhashUniqueState *us,
  * snapshot sees with an equal key is a conflict if its inserting and
  * deleting transactions are over, or else makes the caller wait for them
  * (*xwait, *token) unless partial (a deferred check's first look, which
- * never waits).  The new row's own TID is skipped: in UNIQUE_CHECK_EXISTING
+ * never waits).  A row that fails a partial index's predicate is none of
+ * its business (a crash can leave an entry whose slot such a row took).
+ * The new row's own TID is skipped: in UNIQUE_CHECK_EXISTING
  * its entry is among them, and elsewhere an entry left by a crash may
  * name its slot.  A conflict does not count when the new row is itself
  * dead by now (CREATE INDEX CONCURRENTLY's validation inserts such rows).
@@ -249,7 +257,9 @@ pmhash_unique_judge(PmhashUniqueState *us, Relation index, Relation heap,
 		if (!pmhash_unique_fetch_key(us, us->slot, &tid, &dirty,
 									 cvalues, cisnull))
 			continue;
-		if (pmhash_unique_keys_equal(index, us, values, isnull,
+		if ((us->pred == NULL ||
+			 ExecQual(us->pred, GetPerTupleExprContext(us->estate))) &&
+			pmhash_unique_keys_equal(index, us, values, isnull,
 									 cvalues, cisnull))
 		{
 			if (partial)
@@ -286,50 +296,73 @@ pmhash_unique_judge(PmhashUniqueState *us, Relation index, Relation heap,
 }
 
 /*
- * Wait until the index's pool is no longer being rebuilt from the heap: a
- * unique check must see every row's entry.  The rebuild never waits for
- * other transactions (it indexes what running ones insert), but it needs a
- * background worker and a share lock on the table.  So a transaction that
- * holds a lock conflicting with that gets an error at once, and so does a
- * wait that sees no worker take the rebuild on for
- * PMHASH_REBUILD_CLAIM_MS (no worker slot free, say), instead of waiting
- * forever.
+ * Wait until the rebuild of the index's pool from the heap has scanned the
+ * heap (rebuild_scanned): a unique check must see every row's entry.  The
+ * worker holds the rebuild's heavyweight lock (pmhash_rebuild_locktag)
+ * until then, so the wait is a wait for that lock, which the deadlock
+ * detector sees (the worker waits for the table's lock at every chunk, so
+ * a transaction that waits for it can be waited for in turn).  It lets
+ * the lock go before it waits for older snapshots, the statement's of a
+ * waiting insert among them.  An ERROR instead of a wait: when this
+ * transaction holds an ACCESS EXCLUSIVE lock on the table (heap, if
+ * given), which the rebuild cannot get past; when a worker gave the
+ * rebuild up twice while this insert waited (a deadlock that the worker
+ * was the one to detect); and when no worker takes the rebuild on for
+ * PMHASH_REBUILD_CLAIM_MS (no worker slot free, say).
  */
 void
 pmhash_wait_rebuilt(Relation index, Relation heap)
 {
 	TimestampTz unclaimed_since = 0;
+	int			given_up = 0;
+	bool		waited = false;
 
 	for (;;)
 	{
 		PmhashIndex idx;
 		bool		rebuilding;
 		bool		claimed;
+		LOCKTAG		tag;
+		const char *why = NULL;
 
 		pmhash_attach(index, LW_SHARED, &idx);
-		rebuilding = idx.shared->rebuild;
+		rebuilding = idx.shared->rebuild && !idx.shared->rebuild_scanned;
 		claimed = idx.shared->rebuild_pid != 0;
 		pmhash_detach(&idx);
 		if (!rebuilding)
 			return;
-		if (claimed)
+		if (waited && !claimed)
+			given_up++;
+		waited = false;
+		if (heap != NULL && CheckRelationLockedByMe(heap, AccessExclusiveLock, false))
+			why = "this transaction's lock on the table holds the rebuild up";
+		else if (given_up >= 2)
+			why = "the rebuild was given up while this insert waited for it";
+		else if (claimed)
+		{
 			unclaimed_since = 0;
+			pmhash_rebuild_locktag(&tag, RelationGetRelid(index));
+			(void) LockAcquire(&tag, ShareLock, false, false);
+			LockRelease(&tag, ShareLock, false);
+			waited = true;
+		}
 		else if (unclaimed_since == 0)
 			unclaimed_since = GetCurrentTimestamp();
-		if (CheckRelationLockedByMe(heap, ShareUpdateExclusiveLock, true) ||
-			(unclaimed_since != 0 &&
-			 TimestampDifferenceExceeds(unclaimed_since, GetCurrentTimestamp(),
-										PMHASH_REBUILD_CLAIM_MS)))
+		else if (TimestampDifferenceExceeds(unclaimed_since,
+											GetCurrentTimestamp(),
+											PMHASH_REBUILD_CLAIM_MS))
+			why = "no background worker has taken the rebuild on";
+		if (why != NULL)
 			ereport(ERROR,
 					(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 					 errmsg("pmhash index \"%s\" is being rebuilt",
 							RelationGetRelationName(index)),
-					 claimed ?
-					 errdetail("Its unique check must wait for the rebuild, which this transaction's lock on table \"%s\" holds up.",
-							   RelationGetRelationName(heap)) :
-					 errdetail("Its unique check must wait for the rebuild, and no background worker has taken the rebuild on."),
+					 errdetail("Its unique or exclusion check must wait for the rebuild, and %s.",
+							   why),
 					 errhint("Retry when pmhash_rebuild_progress('%s') no longer reports it rebuilding; the rebuild needs a free slot of max_worker_processes.",
 							 RelationGetRelationName(index))));
+		if (waited)
+			continue;
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 PMHASH_REBUILD_POLL_MS, PG_WAIT_EXTENSION);
@@ -402,6 +435,12 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 {
 	LWLock	   *lock = pmhash_unique_lock(index, hash);
 	bool		partial = check == UNIQUE_CHECK_PARTIAL;
+	PmhashUniqueState *us;
+
+	/* catalog lookups and memory for the first row, outside the lock */
+	us = pmhash_unique_state(index, heap, indexInfo);
+	/* a serializable transaction sees its rw-conflict, not the violation */
+	CheckForSerializableConflictIn(index, NULL, InvalidBlockNumber);
 
 	for (;;)
 	{
@@ -417,9 +456,9 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			pmhash_log_settle_index(index, heap, tid);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
 		pmhash_attach(index, LW_SHARED, &idx);
-		if (unlikely(idx.shared->rebuild))
+		if (unlikely(idx.shared->rebuild && !idx.shared->rebuild_scanned))
 		{
-			/* the pool lacks entries until the rebuild ends */
+			/* the pool lacks entries until the rebuild's heap scan ends */
 			pmhash_detach(&idx);
 			LWLockRelease(lock);
 			pmhash_wait_rebuilt(index, heap);
@@ -431,9 +470,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 		{
 			/* heap reads under the index lock would hold up splits */
 			pmhash_detach(&idx);
-			verdict = pmhash_unique_judge(pmhash_unique_state(index, heap,
-															  indexInfo),
-										  index, heap, tids, n, tid,
+			verdict = pmhash_unique_judge(us, index, heap, tids, n, tid,
 										  values, isnull, partial,
 										  &xwait, &token);
 			if (tids != stack)
@@ -603,14 +640,12 @@ pmhash_build_unique_end(PmhashBuildUnique *bu)
 static void
 pmhash_upsert_fill(Relation index, IndexInfo *ii)
 {
-	MemoryContext cxt = GetMemoryChunkContext(ii);
 	int			nkeys = IndexRelationGetNumberOfKeyAttributes(index);
 	int			i;
 
-	ii->ii_Unique = true;
-	ii->ii_UniqueOps = MemoryContextAlloc(cxt, sizeof(Oid) * nkeys);
-	ii->ii_UniqueProcs = MemoryContextAlloc(cxt, sizeof(Oid) * nkeys);
-	ii->ii_UniqueStrats = MemoryContextAlloc(cxt, sizeof(uint16) * nkeys);
+	ii->ii_UniqueOps = palloc(sizeof(Oid) * nkeys);
+	ii->ii_UniqueProcs = palloc(sizeof(Oid) * nkeys);
+	ii->ii_UniqueStrats = palloc(sizeof(uint16) * nkeys);
 	for (i = 0; i < nkeys; i++)
 	{
 		Oid			type = index->rd_opcintype[i];
@@ -628,70 +663,64 @@ pmhash_upsert_fill(Relation index, IndexInfo *ii)
 
 /*
  * Open the indexes of an ON CONFLICT insert's result relation as the
- * executor would at its first insert (ExecInsert), if it has a unique
- * pmhash index.  PostgreSQL 15 sets up every unique index of such a
- * relation for speculative insertion with btree's strategy numbers, and
- * refuses any other access method (BuildSpeculativeIndexInfo).  So the
- * uniqueness of the pmhash indexes is hidden in this backend's relcache
- * entries while ExecOpenIndices runs (nothing plans or inserts meanwhile),
- * given back, and their IndexInfos get what an arbiter needs.  The
- * executor then finds the indexes open, uses and closes them as its own.
+ * executor would at its first insert (ExecInsert, through ExecOpenIndices),
+ * if it has a unique pmhash index.  PostgreSQL 15 sets up every unique
+ * index of such a relation for speculative insertion with btree's
+ * strategy numbers and refuses any other access method
+ * (BuildSpeculativeIndexInfo).  So this does what ExecOpenIndices does,
+ * but gives a unique pmhash index what an arbiter needs itself
+ * (pmhash_upsert_fill).  The executor then finds the indexes open, and
+ * uses and closes them as its own.
  */
 static void
 pmhash_upsert_open_indexes(EState *estate, ResultRelInfo *rri)
 {
 	Relation	heap = rri->ri_RelationDesc;
 	List	   *indexes;
-	List	   *hidden = NIL;
 	ListCell   *lc;
 	MemoryContext old;
-	int			i;
+	int			n = 0;
 
 	if (!heap->rd_rel->relhasindex || rri->ri_IndexRelationDescs != NULL)
 		return;
 	indexes = RelationGetIndexList(heap);
 	foreach(lc, indexes)
 	{
-		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
+		bool		ours = index->rd_indam->aminsert == pmhashinsert &&
+			index->rd_index->indisunique;
 
-		if (index->rd_indam->aminsert == pmhashinsert &&
-			index->rd_index->indisunique)
-			hidden = lappend(hidden, index);
-		else
-			index_close(index, RowExclusiveLock);
+		index_close(index, AccessShareLock);
+		if (ours)
+			break;
+		n++;
 	}
-	list_free(indexes);
-	if (hidden == NIL)
+	if (n == list_length(indexes))
+	{
+		list_free(indexes);
 		return;
+	}
 
 	old = MemoryContextSwitchTo(estate->es_query_cxt);
-	PG_TRY();
+	rri->ri_NumIndices = list_length(indexes);
+	rri->ri_IndexRelationDescs = palloc(sizeof(Relation) * rri->ri_NumIndices);
+	rri->ri_IndexRelationInfo = palloc(sizeof(IndexInfo *) * rri->ri_NumIndices);
+	n = 0;
+	foreach(lc, indexes)
 	{
-		foreach(lc, hidden)
-			((Relation) lfirst(lc))->rd_index->indisunique = false;
-		ExecOpenIndices(rri, true);
-	}
-	PG_FINALLY();
-	{
-		foreach(lc, hidden)
-		{
-			Relation	index = (Relation) lfirst(lc);
+		Relation	index = index_open(lfirst_oid(lc), RowExclusiveLock);
+		IndexInfo  *ii = BuildIndexInfo(index);
 
-			index->rd_index->indisunique = true;
-			index_close(index, RowExclusiveLock);
-		}
-	}
-	PG_END_TRY();
-	for (i = 0; i < rri->ri_NumIndices; i++)
-	{
-		Relation	index = rri->ri_IndexRelationDescs[i];
-
-		if (index != NULL && index->rd_indam->aminsert == pmhashinsert &&
-			index->rd_index->indisunique)
-			pmhash_upsert_fill(index, rri->ri_IndexRelationInfo[i]);
+		if (ii->ii_Unique && index->rd_indam->aminsert == pmhashinsert)
+			pmhash_upsert_fill(index, ii);
+		else if (ii->ii_Unique)
+			BuildSpeculativeIndexInfo(index, ii);
+		rri->ri_IndexRelationDescs[n] = index;
+		rri->ri_IndexRelationInfo[n] = ii;
+		n++;
 	}
 	MemoryContextSwitchTo(old);
-	list_free(hidden);
+	list_free(indexes);
 }
 
 /* planstate walker: open the indexes of ON CONFLICT inserts (see above) */

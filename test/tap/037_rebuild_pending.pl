@@ -122,6 +122,10 @@ my ($ret, $out, $err) = $new->psql('postgres', 'INSERT INTO tu VALUES (2000)');
 isnt($ret, 0, 'promoted: an insert into the unique index awaiting its rebuild fails');
 like($err, qr/pmhash index "tu_k" is being rebuilt.*no background worker has taken the rebuild on/s,
 	'promoted: ... saying that no worker rebuilds it');
+($ret, $out, $err) = $new->psql('postgres',
+	'BEGIN; LOCK TABLE tu IN ACCESS EXCLUSIVE MODE; INSERT INTO tu VALUES (2000)');
+like($err, qr/pmhash index "tu_k" is being rebuilt.*this transaction's lock on the table holds the rebuild up/s,
+	'promoted: the holder of the table\'s ACCESS EXCLUSIVE lock fails at once, saying why');
 is($new->safe_psql('postgres', 'SELECT count(*) FROM tu'), '1000',
 	'promoted: nothing went in');
 
