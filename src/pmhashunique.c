@@ -439,8 +439,6 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 
 	/* catalog lookups and memory for the first row, outside the lock */
 	us = pmhash_unique_state(index, heap, indexInfo);
-	/* a serializable transaction sees its rw-conflict, not the violation */
-	CheckForSerializableConflictIn(index, NULL, InvalidBlockNumber);
 
 	for (;;)
 	{
@@ -487,6 +485,14 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			if (verdict == PMHASH_UNIQUE_CONFLICT && !partial)
 			{
 				LWLockRelease(lock);
+
+				/*
+				 * as btree does: a serializable transaction that read the
+				 * key gets the serialization failure the violation would
+				 * mask, now that the other inserter has committed
+				 */
+				CheckForSerializableConflictIn(index, NULL,
+											   InvalidBlockNumber);
 				pmhash_unique_violation(index, heap, values, isnull);
 			}
 			if (check == UNIQUE_CHECK_EXISTING)
