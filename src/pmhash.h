@@ -245,6 +245,16 @@ typedef struct PmhashShared
 	TimestampTz wb_seen_at;
 } PmhashShared;
 
+/*
+ * Does the pool lack rows' entries: is it being rebuilt, and the rebuild's
+ * heap scan not over yet?  (Unique and exclusion checks wait while it is.)
+ */
+static inline bool
+pmhash_rebuild_unscanned(const PmhashShared *shared)
+{
+	return shared->rebuild && !shared->rebuild_scanned;
+}
+
 /* lines of an index's backup log: the fixed ones and its extensions' */
 static inline uint32
 pmhash_log_nlines(const PmhashShared *shared)
@@ -476,6 +486,8 @@ extern int64 pmhashgetbitmap(IndexScanDesc scan, TIDBitmap *tbm);
 extern void pmhashendscan(IndexScanDesc scan);
 extern int	pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags,
 							   int max);
+extern int	pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf,
+								   int cap, uint64 **tags);
 extern BlockNumber pmhash_heap_length_hint(Relation heap);
 extern bool pmhash_heap_has_block(Relation heap, BlockNumber *nblocks,
 								  BlockNumber blk);

@@ -506,8 +506,8 @@ pmhash_attach_redo(Relation index, uint64 pool_id, LWLockMode mode,
 void
 pmhash_check_complete(PmhashIndex *idx, bool dirty)
 {
-	if (unlikely(idx->shared->rebuild) &&
-		!(dirty && idx->shared->rebuild_scanned))
+	if (unlikely(dirty ? pmhash_rebuild_unscanned(idx->shared) :
+				 idx->shared->rebuild))
 		ereport(ERROR,
 				(errcode(ERRCODE_OBJECT_NOT_IN_PREREQUISITE_STATE),
 				 errmsg("pmhash index \"%s\" is being rebuilt",

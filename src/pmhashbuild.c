@@ -179,21 +179,16 @@ pmhash_build_wal(PmhashBuildState *bs)
 static bool
 pmhash_build_note_same_hash(PmhashBuildState *bs, int i)
 {
-	uint64		tags[PMH_BUCKET_SLOTS];
-	uint64	   *found = tags;
+	uint64		buf[PMH_BUCKET_SLOTS];
+	uint64	   *found;
 	int			n;
-	bool		full;
+	bool		full = false;
 
-	n = pmhash_lookup_hash(&bs->idx, bs->hashes[i], tags, PMH_BUCKET_SLOTS);
-	if (n == 0)
-		return false;
-	if (n > PMH_BUCKET_SLOTS)
-	{
-		found = palloc(sizeof(uint64) * n);
-		n = pmhash_lookup_hash(&bs->idx, bs->hashes[i], found, n);
-	}
-	full = pmhash_build_unique_note(bs->unique, &bs->tids[i], found, n);
-	if (found != tags)
+	n = pmhash_lookup_hash_all(&bs->idx, bs->hashes[i], buf, PMH_BUCKET_SLOTS,
+							   &found);
+	if (n > 0)
+		full = pmhash_build_unique_note(bs->unique, &bs->tids[i], found, n);
+	if (found != buf)
 		pfree(found);
 	return full;
 }

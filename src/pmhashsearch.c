@@ -479,6 +479,28 @@ pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
 }
 
 /*
+ * pmhash_lookup_hash, into buf (room for cap) when the entries fit, else
+ * into an array palloc'd to their number; *tags says which.  Returns how
+ * many there are.  Index lock held.
+ */
+int
+pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf, int cap,
+					   uint64 **tags)
+{
+	int			n;
+
+	*tags = buf;
+	while ((n = pmhash_lookup_hash(idx, hash, *tags, cap)) > cap)
+	{
+		cap = n;
+		if (*tags != buf)
+			pfree(*tags);
+		*tags = palloc(sizeof(uint64) * cap);
+	}
+	return n;
+}
+
+/*
  * Look up hashes[0..nhashes-1], PMH_LOOKUP_BATCH at a time, appending their
  * tag words to so->tags.  A batch first starts loading every lookup's
  * segment lock and metadata, then (from a read of the fingerprints taken

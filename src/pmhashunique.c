@@ -326,7 +326,7 @@ pmhash_wait_rebuilt(Relation index, Relation heap)
 		const char *why = NULL;
 
 		pmhash_attach(index, LW_SHARED, &idx);
-		rebuilding = idx.shared->rebuild && !idx.shared->rebuild_scanned;
+		rebuilding = pmhash_rebuild_unscanned(idx.shared);
 		claimed = idx.shared->rebuild_pid != 0;
 		pmhash_detach(&idx);
 		if (!rebuilding)
@@ -380,25 +380,19 @@ static int
 pmhash_unique_candidates(PmhashIndex *idx, uint64 hash,
 						 ItemPointerData **tids, int cap)
 {
-	uint64		stack[PMHASH_UNIQUE_CANDIDATES];
-	uint64	   *tags = stack;
+	uint64		buf[PMHASH_UNIQUE_CANDIDATES];
+	uint64	   *tags;
 	int			n;
 	int			i;
 
 	Assert(cap <= PMHASH_UNIQUE_CANDIDATES);
-	while ((n = pmhash_lookup_hash(idx, hash, tags, cap)) > cap)
-	{
-		cap = n;
-		if (tags != stack)
-			pfree(tags);
-		tags = palloc(sizeof(uint64) * cap);
-	}
-	if (tags != stack)
-		*tids = palloc(sizeof(ItemPointerData) * cap);
+	n = pmhash_lookup_hash_all(idx, hash, buf, cap, &tags);
+	if (tags != buf)
+		*tids = palloc(sizeof(ItemPointerData) * n);
 	for (i = 0; i < n; i++)
 		ItemPointerSet(&(*tids)[i], pmh_tag_block(tags[i]),
 					   pmh_tag_offset(tags[i]));
-	if (tags != stack)
+	if (tags != buf)
 		pfree(tags);
 	return n;
 }
@@ -454,7 +448,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			pmhash_log_settle_index(index, heap, tid);
 		LWLockAcquire(lock, LW_EXCLUSIVE);
 		pmhash_attach(index, LW_SHARED, &idx);
-		if (unlikely(idx.shared->rebuild && !idx.shared->rebuild_scanned))
+		if (unlikely(pmhash_rebuild_unscanned(idx.shared)))
 		{
 			/* the pool lacks entries until the rebuild's heap scan ends */
 			pmhash_detach(&idx);
@@ -637,6 +631,21 @@ pmhash_build_unique_end(PmhashBuildUnique *bu)
 	pfree(bu);
 }
 
+/* the access method of a relation, or InvalidOid */
+static Oid
+pmhash_rel_am(Oid relid)
+{
+	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
+	Oid			am = InvalidOid;
+
+	if (HeapTupleIsValid(tuple))
+	{
+		am = ((Form_pg_class) GETSTRUCT(tuple))->relam;
+		ReleaseSysCache(tuple);
+	}
+	return am;
+}
+
 /*
  * Give the IndexInfo of a unique pmhash index what INSERT ... ON CONFLICT
  * needs of an arbiter: its uniqueness and, per key column, the equality
@@ -670,7 +679,7 @@ pmhash_upsert_fill(Relation index, IndexInfo *ii)
 /*
  * Open the indexes of an ON CONFLICT insert's result relation as the
  * executor would at its first insert (ExecInsert, through ExecOpenIndices),
- * if it has a unique pmhash index.  PostgreSQL 15 sets up every unique
+ * if it has a pmhash index.  PostgreSQL 15 sets up every unique
  * index of such a relation for speculative insertion with btree's
  * strategy numbers and refuses any other access method
  * (BuildSpeculativeIndexInfo).  So this does what ExecOpenIndices does,
@@ -682,26 +691,20 @@ static void
 pmhash_upsert_open_indexes(EState *estate, ResultRelInfo *rri)
 {
 	Relation	heap = rri->ri_RelationDesc;
+	Oid			am = get_index_am_oid("pmhash", true);
 	List	   *indexes;
 	ListCell   *lc;
 	MemoryContext old;
+	bool		ours = false;
 	int			n = 0;
 
 	if (!heap->rd_rel->relhasindex || rri->ri_IndexRelationDescs != NULL)
 		return;
+	/* (the catalog's word is enough to choose: nothing is opened twice) */
 	indexes = RelationGetIndexList(heap);
 	foreach(lc, indexes)
-	{
-		Relation	index = index_open(lfirst_oid(lc), AccessShareLock);
-		bool		ours = index->rd_indam->aminsert == pmhashinsert &&
-			index->rd_index->indisunique;
-
-		index_close(index, AccessShareLock);
-		if (ours)
-			break;
-		n++;
-	}
-	if (n == list_length(indexes))
+		ours |= pmhash_rel_am(lfirst_oid(lc)) == am;
+	if (!ours)
 	{
 		list_free(indexes);
 		return;
@@ -766,21 +769,6 @@ pmhash_upsert_executor_start(QueryDesc *queryDesc, int eflags,
 	(void) pmhash_upsert_walker(queryDesc->planstate, NULL);
 	foreach(lc, queryDesc->estate->es_subplanstates)
 		(void) pmhash_upsert_walker((PlanState *) lfirst(lc), NULL);
-}
-
-/* the access method of a relation, or InvalidOid */
-static Oid
-pmhash_rel_am(Oid relid)
-{
-	HeapTuple	tuple = SearchSysCache1(RELOID, ObjectIdGetDatum(relid));
-	Oid			am = InvalidOid;
-
-	if (HeapTupleIsValid(tuple))
-	{
-		am = ((Form_pg_class) GETSTRUCT(tuple))->relam;
-		ReleaseSysCache(tuple);
-	}
-	return am;
 }
 
 /*
