@@ -34,6 +34,7 @@ OBJS = \
 	src/pmhashrecover.o \
 	src/pmhashredo.o \
 	src/pmhashsearch.o \
+	src/pmhashread.o \
 	src/pmhashseglock.o \
 	src/pmhashshmem.o \
 	src/pmhashsplit.o \
@@ -48,7 +49,7 @@ OBJS = \
 
 EXTENSION = pmhash
 DATA = pmhash--0.2.sql pmhash--0.1--0.2.sql pmhash--0.2--0.3.sql \
-	pmhash--0.3--0.4.sql pmhash--0.4--0.5.sql
+	pmhash--0.3--0.4.sql pmhash--0.4--0.5.sql pmhash--0.5--0.6.sql
 PGFILEDESC = "pmhash - persistent-memory extendible hash index"
 
 PG_CPPFLAGS = -I$(srcdir)/src -I$(srcdir)/src/core

@@ -162,17 +162,37 @@ typedef struct PmhashFileSig
 typedef struct PmhashShared
 {
 	PmhashKey	key;
-	LWLock		lock;			/* see "Locking" in README.pmhash */
+
+	/*
+	 * What a lookup without the index lock reads (pmhashread.c), kept apart
+	 * from the fields that writers change often: all of it changes only
+	 * under the index lock exclusive, while ixversion is odd (see
+	 * pmhash_index_lock).
+	 */
+	uint32		ixversion;
 	PmhashState state;
 	uint64		generation;		/* changes whenever the pool is replaced */
-	Oid			indexoid;
-	uint64		pool_id;
 	uint64		nsegments;		/* segments in the pool file */
 	int			global_depth;
 	dsa_pointer dir;			/* uint32[1 << global_depth] */
 	dsa_pointer chunks;			/* dsa_pointer[chunkcap], PmhashSegSlot[16] each */
+	bool		stale;			/* the pool's PMH_STATE_STALE (pmh_core.h) */
+	bool		load_blocked;	/* a segment load with the index lock
+								 * exclusive failed half way: finish it
+								 * before anything else (index lock) */
+
+	/* changed rarely */
+	Oid			indexoid;
+	uint64		pool_id;
 	uint32		nchunks;
 	uint32		chunkcap;
+	int			stats_slot;		/* its counters (pmhashstats.c) */
+	uint32		blocked_segno;
+	/* the last load failed on the pool itself (under the hash-table lock) */
+	bool		unusable;
+	PmhashFileSig unusable_sig; /* the pool file as that load saw it */
+
+	LWLock		lock;			/* see "Locking" in README.pmhash */
 	/*
 	 * The free stack, nfree, free_unchecked, primaries and overflows change
 	 * under the index lock exclusive, or under freelock with the index lock
@@ -188,7 +208,6 @@ typedef struct PmhashShared
 	uint64		shmem_bytes;	/* DSA bytes held for this index */
 	pg_atomic_uint64 entries;	/* in segments and D-buckets (of the loaded
 								 * segments) */
-	bool		stale;			/* the pool's PMH_STATE_STALE (pmh_core.h) */
 	uint32		free_unchecked; /* free-stack positions below this may hold
 								 * segments not yet known to be zero */
 
@@ -199,10 +218,6 @@ typedef struct PmhashShared
 	uint32		reclen;
 	uint32		log_unverified; /* log slots marked pending whose segment
 								 * is not loaded yet (under loglock) */
-	bool		load_blocked;	/* a segment load with the index lock
-								 * exclusive failed half way: finish it
-								 * before anything else (index lock) */
-	uint32		blocked_segno;
 
 	/* the backup log (pmhashblog.c) */
 	LWLock		loglock;		/* protects the fields below */
@@ -212,12 +227,6 @@ typedef struct PmhashShared
 	dsa_pointer logexts;		/* uint32[PMH_LOG_MAX_EXTS]: the segment of
 								 * each log extension */
 	PmhLogState log;			/* the core's counters (pmh_writepath.h) */
-
-	int			stats_slot;		/* its counters (pmhashstats.c) */
-
-	/* the last load failed on the pool itself (under the hash-table lock) */
-	bool		unusable;
-	PmhashFileSig unusable_sig; /* the pool file as that load saw it */
 
 	/*
 	 * The pool is being refilled from the heap (a copy from a base backup,
@@ -278,6 +287,8 @@ typedef struct PmhashStatsPending
 	uint64		lines_whole;
 	uint64		lines_partial;
 	uint64		fences;
+	uint64		lookups;		/* hashes looked up by scans */
+	uint64		lookups_locked; /* of them, under the index lock */
 	uint64		syncs_seen;		/* the mapping's sync counts published */
 	uint64		sync_bytes_seen;
 	struct PmhashLocal *next_dirty; /* list of mappings with counts */
@@ -401,6 +412,69 @@ pmhash_seg_release(PmhashSegSlot *slot)
 }
 
 /*
+ * Look hash up in primary segment segno (slot, meta) without the segment
+ * lock, as pmh_version_read_begin describes: the segment and its chain
+ * (their metadata through cb), then its D-bucket, into tags[0..max-1].
+ * Returns false when a writer held or took the segment meanwhile, the
+ * segment is not loaded yet, or it no longer holds the hash (it split
+ * after the directory was read): then nothing it found may be used.  Else
+ * sets *n to the number of entries, which may exceed max.  For
+ * pmhash_lookup_optimistic (index lock shared) and pmhash_read_lookup
+ * (no index lock).
+ */
+static inline bool
+pmhash_probe_unlocked(const PmhPool *pool, const PmhCallbacks *cb,
+					  PmhashSegSlot *slot, PmhSegMeta *meta, uint32 segno,
+					  uint64 hash, uint64 *tags, int max, int *n)
+{
+	uint32		version = pmh_version_read_begin(&slot->version);
+	int			found;
+
+	/* (an odd version fails the check below anyway: skip the reads) */
+	if ((version & 1) != 0 || !slot->loaded)
+		return false;
+	/* the metadata is read after "loaded" (set after a write barrier) */
+	pg_read_barrier();
+	/* split since the directory was read: look again */
+	if (!pmh_hash_in_segment(hash, __atomic_load_n(&meta->word,
+												   __ATOMIC_RELAXED)))
+		return false;
+	found = pmh_lookup_all(pool, cb, meta, segno, hash, tags, max);
+	if (!pmh_version_read_valid(&slot->version, version))
+		return false;
+	*n = found;
+	return true;
+}
+
+/*
+ * Take an index's lock in mode.  Taken exclusively, the index's version
+ * (PmhashShared.ixversion) turns odd until pmhash_index_unlock: lookups
+ * without the index lock (pmhashread.c) that overlap the holder see that
+ * and look again under the lock.  Every holder of the index lock takes it
+ * here.
+ */
+static inline void
+pmhash_index_lock(PmhashShared *shared, LWLockMode mode)
+{
+	LWLockAcquire(&shared->lock, mode);
+	if (mode == LW_EXCLUSIVE)
+		pmh_version_write_begin(&shared->ixversion);
+}
+
+/*
+ * Let go of an index's lock taken by pmhash_index_lock.  (An ERROR while
+ * it is held exclusively releases it without this, and leaves the version
+ * odd: lookups take the lock until the next exclusive holder.)
+ */
+static inline void
+pmhash_index_unlock(PmhashShared *shared)
+{
+	if (LWLockHeldByMeInMode(&shared->lock, LW_EXCLUSIVE))
+		pmh_version_write_end(&shared->ixversion);
+	LWLockRelease(&shared->lock);
+}
+
+/*
  * The primary segment that the directory names for a hash (index lock
  * held).  With the index lock shared, a split under the segment's own lock
  * may narrow that segment at any time, even before the caller locks it:
@@ -422,6 +496,25 @@ pmhash_lookup_segment(PmhashIndex *idx, uint64 hash)
 	pg_read_barrier();
 	return segno;
 }
+
+/*
+ * A view of an index for lookups without its lock (pmhashread.c): what
+ * pmhash_read_begin read between two reads of the index's version.
+ */
+typedef struct PmhashReadView
+{
+	PmhashShared *shared;
+	PmhashLocal *local;
+	uint32		ixversion;		/* the index's version, even */
+	uint64		nsegments;		/* segments the view covers */
+	int			depth;
+	const uint32 *dir;
+	const dsa_pointer *chunks;
+	bool		stale;
+	uint64		steps;			/* segments a lookup may still visit */
+	bool		bad;			/* a lookup met a segment outside the view */
+	PmhCallbacks cb;
+} PmhashReadView;
 
 /* GUCs */
 extern char *pmhash_pool_dir;
@@ -614,6 +707,19 @@ extern uint32 pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode);
 extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 									 uint64 hash, uint64 *tags, int max,
 									 int *n);
+
+/* pmhashread.c: lookups without the index lock */
+extern void pmhash_count_lookups(PmhashLocal *local, int n, bool locked);
+extern Size pmhash_readers_shmem_size(void);
+extern void pmhash_readers_shmem_init(void);
+extern void pmhash_readers_wait(void);
+extern bool pmhash_read_begin(Relation index, PmhashReadView *v);
+extern uint32 pmhash_read_segment(PmhashReadView *v, uint64 hash);
+extern void pmhash_read_prefetch(PmhashReadView *v, uint32 segno,
+								 uint64 hash);
+extern bool pmhash_read_lookup(PmhashReadView *v, uint32 segno, uint64 hash,
+							   uint64 *tags, int max, int *n);
+extern bool pmhash_read_end(PmhashReadView *v);
 
 /* pmhashworker.c: loading every index after a start */
 extern bool pmhash_prewarm;

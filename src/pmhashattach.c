@@ -360,8 +360,8 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 			 */
 			if (mode != LW_EXCLUSIVE)
 			{
-				LWLockRelease(&shared->lock);
-				LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+				pmhash_index_unlock(shared);
+				pmhash_index_lock(shared, LW_EXCLUSIVE);
 				idx->mode = LW_EXCLUSIVE;
 			}
 			if (shared->state != PMHASH_STATE_READY)
@@ -379,8 +379,8 @@ pmhash_make_ready(PmhashIndex *idx, LWLockMode mode)
 			}
 			if (mode != LW_EXCLUSIVE)
 			{
-				LWLockRelease(&shared->lock);
-				LWLockAcquire(&shared->lock, mode);
+				pmhash_index_unlock(shared);
+				pmhash_index_lock(shared, mode);
 				idx->mode = mode;
 			}
 		}
@@ -459,7 +459,7 @@ pmhash_attach(Relation index, LWLockMode mode, PmhashIndex *idx)
 	}
 	pmhash_init_handle(index, shared, local, mode, idx);
 
-	LWLockAcquire(&shared->lock, mode);
+	pmhash_index_lock(shared, mode);
 	pmhash_make_ready(idx, mode);
 }
 
@@ -484,11 +484,11 @@ pmhash_attach_redo(Relation index, uint64 pool_id, LWLockMode mode,
 	local = pmhash_local_entry(&key);
 	pmhash_init_handle(index, shared, local, mode, idx);
 	idx->redo_pool_id = pool_id;
-	LWLockAcquire(&shared->lock, mode);
+	pmhash_index_lock(shared, mode);
 	pmhash_make_ready(idx, mode);
 	if (shared->pool_id != pool_id)
 	{
-		LWLockRelease(&shared->lock);
+		pmhash_index_unlock(shared);
 		return false;
 	}
 	return true;
@@ -571,7 +571,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, uint64 state_flags,
 	/* entries collected for the storage's earlier contents are void */
 	pmhash_log_forget_storage(&key);
 
-	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	pmhash_index_lock(shared, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
 	pmhash_pool_close(local);
 	if (shared->unusable)
@@ -608,7 +608,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, uint64 state_flags,
 void
 pmhash_detach(PmhashIndex *idx)
 {
-	LWLockRelease(&idx->shared->lock);
+	pmhash_index_unlock(idx->shared);
 }
 
 /*
@@ -618,8 +618,8 @@ pmhash_detach(PmhashIndex *idx)
 void
 pmhash_relock(PmhashIndex *idx, LWLockMode mode)
 {
-	LWLockRelease(&idx->shared->lock);
-	LWLockAcquire(&idx->shared->lock, mode);
+	pmhash_index_unlock(idx->shared);
+	pmhash_index_lock(idx->shared, mode);
 	idx->mode = mode;
 	pmhash_make_ready(idx, mode);
 }
@@ -633,8 +633,8 @@ pmhash_relock(PmhashIndex *idx, LWLockMode mode)
 void
 pmhash_relock_interruptible(PmhashIndex *idx)
 {
-	LWLockRelease(&idx->shared->lock);
+	pmhash_index_unlock(idx->shared);
 	CHECK_FOR_INTERRUPTS();
-	LWLockAcquire(&idx->shared->lock, idx->mode);
+	pmhash_index_lock(idx->shared, idx->mode);
 	pmhash_make_ready(idx, idx->mode);
 }

@@ -214,7 +214,7 @@ pmhash_build_flush(PmhashBuildState *bs)
 
 	if (bs->nwaiting == 0)
 		return;
-	LWLockAcquire(&bs->idx.shared->lock, LW_EXCLUSIVE);
+	pmhash_index_lock(bs->idx.shared, LW_EXCLUSIVE);
 	bs->idx.mode = LW_EXCLUSIVE;
 	for (i = 0; i < bs->nwaiting; i++)
 	{
@@ -230,7 +230,7 @@ pmhash_build_flush(PmhashBuildState *bs)
 			suspects |= pmhash_build_note_same_hash(bs, i);
 		pmhash_insert_entry(&bs->idx, bs->hashes[i], &bs->tids[i]);
 	}
-	LWLockRelease(&bs->idx.shared->lock);
+	pmhash_index_unlock(bs->idx.shared);
 	if (suspects)
 		pmhash_build_unique_check(bs->unique);
 	if (bs->wal)
@@ -317,7 +317,7 @@ pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
 	if (depth == 0)
 		return;
 
-	LWLockAcquire(&idx->shared->lock, LW_EXCLUSIVE);
+	pmhash_index_lock(idx->shared, LW_EXCLUSIVE);
 	idx->mode = LW_EXCLUSIVE;
 	for (i = 0; i < ((uint32) 1 << idx->shared->global_depth); i++)
 	{
@@ -332,7 +332,7 @@ pmhash_build_presize(PmhashIndex *idx, Relation heap, IndexInfo *indexInfo)
 			pmhash_split_segment(idx, segno);
 		}
 	}
-	LWLockRelease(&idx->shared->lock);
+	pmhash_index_unlock(idx->shared);
 }
 
 /* heap scan callback: one entry per indexed row (pmhash_hash_row) */

@@ -283,11 +283,11 @@ pmhash_rebuild_unclaim(PmhashRebuildState *rs)
 	if (rs->shared == NULL)
 		return;
 	rs->local->pool.no_persist = 0;
-	LWLockAcquire(&rs->shared->lock, LW_EXCLUSIVE);
+	pmhash_index_lock(rs->shared, LW_EXCLUSIVE);
 	if (rs->shared->generation == rs->generation &&
 		rs->shared->rebuild_pid == MyProcPid)
 		rs->shared->rebuild_pid = 0;
-	LWLockRelease(&rs->shared->lock);
+	pmhash_index_unlock(rs->shared);
 }
 
 /*
@@ -344,11 +344,11 @@ pmhash_rebuild(Oid indexoid)
 		 * on, while the rebuild waits for older snapshots (which such a
 		 * check's own statement may hold)
 		 */
-		LWLockAcquire(&rs.shared->lock, LW_EXCLUSIVE);
+		pmhash_index_lock(rs.shared, LW_EXCLUSIVE);
 		if (rs.shared->generation == rs.generation &&
 			rs.shared->rebuild_pid == MyProcPid)
 			rs.shared->rebuild_scanned = true;
-		LWLockRelease(&rs.shared->lock);
+		pmhash_index_unlock(rs.shared);
 		locked = false;
 		LockRelease(&tag, ExclusiveLock, true);
 		pmhash_rebuild_finish(indexoid, &rs);

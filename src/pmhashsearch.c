@@ -431,14 +431,13 @@ pmhash_grow_results(PmhashScanOpaque so, int64 want)
  * count, which may exceed max.
  */
 static int
-pmhash_add_own(PmhashIndex *idx, uint64 hash, uint64 *tags, int n, int max)
+pmhash_add_own(PmhashShared *shared, uint64 hash, uint64 *tags, int n, int max)
 {
 	ItemPointerData own[PMH_BUCKET_SLOTS];
 	int			nown;
 	int			i;
 
-	nown = pmhash_log_own_matches(&idx->shared->key, hash, own,
-								  PMH_BUCKET_SLOTS);
+	nown = pmhash_log_own_matches(&shared->key, hash, own, PMH_BUCKET_SLOTS);
 	for (i = 0; i < nown; i++)
 	{
 		if (n < max)
@@ -470,12 +469,12 @@ pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags, int max)
 	 */
 	pmh_meta_prefetch(pmhash_seg_meta(idx, segno), hash);
 	if (pmhash_lookup_optimistic(idx, segno, hash, tags, max, &n))
-		return pmhash_add_own(idx, hash, tags, n, max);
+		return pmhash_add_own(idx->shared, hash, tags, n, max);
 	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
 	n = pmh_lookup_all(&idx->local->pool, &idx->cb,
 					   pmhash_seg_meta(idx, segno), segno, hash, tags, max);
 	pmhash_unlock_segment(idx, segno);
-	return pmhash_add_own(idx, hash, tags, n, max);
+	return pmhash_add_own(idx->shared, hash, tags, n, max);
 }
 
 /*
@@ -501,14 +500,83 @@ pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf, int cap,
 }
 
 /*
+ * Look up so->hashes[base..base+nk-1] (nk at most PMH_LOOKUP_BATCH) without
+ * the index lock (pmhashread.c), storing their tag words from so->tags[ntags]
+ * on.  A batch first starts loading every lookup's segment version and
+ * metadata, then (from a read of the fingerprints) its candidate entries,
+ * and only then looks each hash up: by then its lines are in cache or on
+ * their way, and the batch's misses have overlapped instead of following
+ * one another.  Returns false when the lookups must be done under the lock;
+ * else sets *found to the number of tag words added and *stale to whether
+ * the pool may hold entries of inserts a crash lost.
+ */
+static bool
+pmhash_collect_unlocked(IndexScanDesc scan, int base, int nk, int ntags,
+						int *found, bool *stale)
+{
+	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	const uint64 *hash = so->hashes + base;
+
+	Assert(nk <= PMH_LOOKUP_BATCH);
+	for (;;)
+	{
+		PmhashReadView v;
+		uint32		segno[PMH_LOOKUP_BATCH];
+		int			total = 0;
+		bool		ok = true;
+		int			i;
+
+		if (!pmhash_read_begin(scan->indexRelation, &v))
+			return false;
+		if (nk == 1)
+			segno[0] = PMH_NO_SEGMENT;	/* (the lookup reads it) */
+		else
+		{
+			for (i = 0; i < nk; i++)
+				segno[i] = pmhash_read_segment(&v, hash[i]);
+			for (i = 0; i < nk; i++)
+				pmhash_read_prefetch(&v, segno[i], hash[i]);
+		}
+		for (i = 0; i < nk && ok; i++)
+		{
+			int			room = Max(so->cap - ntags - total, 0);
+			int			n;
+
+			ok = pmhash_read_lookup(&v, segno[i], hash[i],
+									so->tags + ntags + total, room, &n);
+			if (ok)
+				total += pmhash_add_own(v.shared, hash[i],
+										so->tags + ntags + total, n, room);
+		}
+		*stale = v.stale;
+		if (!pmhash_read_end(&v))
+		{
+			elog(DEBUG2, "pmhash index \"%s\" changed during a lookup without its lock; looking again under the lock",
+				 RelationGetRelationName(scan->indexRelation));
+			return false;
+		}
+		if (!ok)
+			return false;
+		if (ntags + total <= so->cap)
+		{
+			pmhash_count_lookups(v.local, nk, false);
+			*found = total;
+			return true;
+		}
+		/* more entries than room: make room and look again */
+		pmhash_grow_results(so, (int64) ntags + total);
+	}
+}
+
+/*
  * Look up hashes[0..nhashes-1], PMH_LOOKUP_BATCH at a time, appending their
- * tag words to so->tags.  A batch first starts loading every lookup's
- * segment lock and metadata, then (from a read of the fingerprints taken
- * without the lock) its candidate entries, and only then looks each hash
- * up under its segment lock: by then its lines are in cache or on their
- * way, and the batch's misses have overlapped instead of following one
- * another.  The index lock is taken per batch, so that a long array does
- * not hold off splits, and interrupts are served between batches.
+ * tag words to so->tags: each batch without the index lock
+ * (pmhash_collect_unlocked) when it can, else with it.  A batch under the
+ * lock goes the same way: first every lookup's segment lock and metadata
+ * start loading, then (from a read of the fingerprints taken without the
+ * segment lock) its candidate entries, and only then is each hash looked
+ * up.  The index lock is taken per batch, so that a long array does not
+ * hold off splits, and interrupts are served between batches.
  * Returns the number of tag words; *stale tells whether the pool may hold
  * entries of inserts a crash lost.
  */
@@ -525,8 +593,15 @@ pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 		int			nk = Min(PMH_LOOKUP_BATCH, so->nhashes - base);
 		uint32		segno[PMH_LOOKUP_BATCH];
 		PmhashIndex idx;
+		int			found;
 		int			i;
 
+		if (pmhash_collect_unlocked(scan, base, nk, ntags, &found, stale))
+		{
+			ntags += found;
+			CHECK_FOR_INTERRUPTS();
+			continue;
+		}
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
 		pmhash_check_complete(&idx, !IsMVCCSnapshot(scan->xs_snapshot));
 		*stale = idx.shared->stale;
@@ -552,6 +627,7 @@ pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 				pmhash_grow_results(so, (int64) ntags + n);
 			ntags += n;
 		}
+		pmhash_count_lookups(idx.local, nk, true);
 		pmhash_detach(&idx);
 		CHECK_FOR_INTERRUPTS();
 	}
@@ -748,7 +824,9 @@ pmhash_collect(IndexScanDesc scan)
 		pmhash_known_rebuilding(scan->indexRelation))
 		pmhash_wait_rebuilt(scan->indexRelation, scan->heapRelation);
 
-	if (so->nhashes == 1)
+	if (so->nhashes > 1)
+		n = pmhash_collect_batch(scan, &stale);
+	else if (!pmhash_collect_unlocked(scan, 0, 1, 0, &n, &stale))
 	{
 		PmhashIndex idx;
 
@@ -758,10 +836,9 @@ pmhash_collect(IndexScanDesc scan)
 									   so->cap)) > so->cap)
 			pmhash_grow_results(so, n);
 		stale = idx.shared->stale;
+		pmhash_count_lookups(idx.local, 1, true);
 		pmhash_detach(&idx);
 	}
-	else
-		n = pmhash_collect_batch(scan, &stale);
 
 	/*
 	 * An entry can outlive a crash that lost its heap insert; once VACUUM

@@ -131,42 +131,21 @@ pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode)
 }
 
 /*
- * Look hash up in primary segment segno without its lock, as
- * pmh_version_read_begin describes (index lock shared): the segment and its
- * chain, then its D-bucket, into tags[0..max-1].  Returns false when a
- * writer held or took the segment meanwhile, the segment is not loaded
- * yet, or it no longer holds the hash (it split after the directory was
- * read): then nothing it found may be used, and the caller looks again
- * under the lock (pmhash_lock_hash).  Else sets *n to the number of
- * entries, which may exceed max.
+ * Look hash up in primary segment segno without its lock, with the index
+ * lock shared: pmhash_probe_unlocked.  Returns false when that fails, when
+ * loads are blocked, and when media reads are counted (each is counted once,
+ * under the lock); the caller then looks again under the segment lock
+ * (pmhash_lock_hash).
  */
 bool
 pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
 						 uint64 *tags, int max, int *n)
 {
-	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
-	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
-	uint32		version;
-	int			found;
-
 	Assert(idx->mode == LW_SHARED);
-	/* counting media reads: read once, under the lock */
-	if (idx->local->pool.read_hook != NULL)
+	if (idx->local->pool.read_hook != NULL || idx->shared->load_blocked)
 		return false;
-	version = pmh_version_read_begin(&slot->version);
-	/* (an odd version fails the check below anyway: skip the reads) */
-	if ((version & 1) != 0 || !slot->loaded || idx->shared->load_blocked)
-		return false;
-	/* the metadata is read after "loaded" (set after a write barrier) */
-	pg_read_barrier();
-	/* split since the directory was read: look again (pmhash_lock_hash) */
-	if (!pmh_hash_in_segment(hash, __atomic_load_n(&meta->word,
-												   __ATOMIC_RELAXED)))
-		return false;
-	found = pmh_lookup_all(&idx->local->pool, &idx->cb, meta, segno, hash,
-						   tags, max);
-	if (!pmh_version_read_valid(&slot->version, version))
-		return false;
-	*n = found;
-	return true;
+	return pmhash_probe_unlocked(&idx->local->pool, &idx->cb,
+								 pmhash_seg_slot(idx, segno),
+								 pmhash_seg_meta(idx, segno), segno, hash,
+								 tags, max, n);
 }

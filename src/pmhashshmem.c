@@ -93,6 +93,7 @@ pmhash_shmem_size(void)
 	size = add_size(size, hash_estimate_size(pmhash_max_indexes,
 											 sizeof(PmhashShared)));
 	size = add_size(size, pmhash_stats_shmem_size());
+	size = add_size(size, pmhash_readers_shmem_size());
 	return size;
 }
 
@@ -168,6 +169,7 @@ pmhash_shmem_startup_hook(void)
 								pmhash_max_indexes, &info,
 								HASH_ELEM | HASH_BLOBS | HASH_FIXED_SIZE);
 	pmhash_stats_shmem_init();
+	pmhash_readers_shmem_init();
 
 	LWLockRelease(AddinShmemInitLock);
 
@@ -349,10 +351,16 @@ pmhash_clear_shared(PmhashShared *shared)
 	pg_atomic_write_u64(&shared->unloaded, 0);
 }
 
-/* release everything an index holds in the DSA area */
+/*
+ * Release everything an index holds in the DSA area.  The caller holds the
+ * index lock exclusively (or no backend can use the index any more), so no
+ * lookup starts on what is freed; those under way are waited for.
+ */
 void
 pmhash_free_shared(PmhashShared *shared)
 {
+	if (DsaPointerIsValid(shared->chunks) || DsaPointerIsValid(shared->dir))
+		pmhash_readers_wait();
 	if (DsaPointerIsValid(shared->chunks))
 	{
 		dsa_pointer *chunks = pmhash_dsa_address(shared->chunks);
@@ -402,6 +410,8 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 		{
 			memcpy(nc, pmhash_dsa_address(shared->chunks),
 				   sizeof(dsa_pointer) * shared->nchunks);
+			/* lookups without the lock may be reading the old table */
+			pmhash_readers_wait();
 			pmhash_shared_free(shared, shared->chunks,
 							sizeof(dsa_pointer) * shared->chunkcap);
 		}
@@ -509,6 +519,7 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 	if (!found)
 	{
 		LWLockInitialize(&shared->lock, pmhash_ctl->index_tranche);
+		shared->ixversion = 0;
 		LWLockInitialize(&shared->loglock, pmhash_ctl->log_tranche);
 		LWLockInitialize(&shared->freelock, pmhash_ctl->free_tranche);
 		pg_atomic_init_u64(&shared->entries, 0);
@@ -726,7 +737,7 @@ pmhash_forget(const PmhashKey *key)
 	 * CONCURRENTLY is dropping) may still hold the index lock: wait for it.
 	 * The lock order is index lock, then hash-table lock.
 	 */
-	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	pmhash_index_lock(shared, LW_EXCLUSIVE);
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
 	shared->generation = pmhash_next_generation();
@@ -736,7 +747,7 @@ pmhash_forget(const PmhashKey *key)
 	hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
 	pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
 	LWLockRelease(pmhash_htab_lock);
-	LWLockRelease(&shared->lock);
+	pmhash_index_unlock(shared);
 }
 
 /*
@@ -762,13 +773,13 @@ pmhash_reset_for_rebuild(const PmhashKey *key, bool mark_file)
 			pmhash_pool_mark_rebuild(key);
 		return;
 	}
-	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	pmhash_index_lock(shared, LW_EXCLUSIVE);
 	if (mark_file)
 		pmhash_pool_mark_rebuild(key);
 	pmhash_free_shared(shared);
 	shared->generation = pmhash_next_generation();
 	pmhash_set_rebuild(shared, true);
-	LWLockRelease(&shared->lock);
+	pmhash_index_unlock(shared);
 }
 
 /*

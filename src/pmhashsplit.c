@@ -118,6 +118,8 @@ pmhash_prepare_directory(PmhashIndex *idx, uint32 segno)
 	pmh_dir_double(pmhash_dsa_address(shared->dir),
 				   shared->global_depth,
 				   pmhash_dsa_address(newdir));
+	/* lookups without the lock may be reading the old directory */
+	pmhash_readers_wait();
 	pmhash_shared_free(shared, shared->dir,
 					sizeof(uint32) * ((size_t) 1 << shared->global_depth));
 	shared->dir = newdir;

@@ -57,6 +57,8 @@ typedef struct PmhashCounters
 	pg_atomic_uint64 media_read;
 	pg_atomic_uint64 syncs;		/* msync / fdatasync calls */
 	pg_atomic_uint64 sync_bytes;	/* bytes they covered */
+	pg_atomic_uint64 lookups;	/* hashes looked up by scans */
+	pg_atomic_uint64 lookups_locked;	/* of them, under the index lock */
 } PmhashCounters;
 
 typedef struct PmhashStatsShared
@@ -95,6 +97,8 @@ pmhash_counters_zero(PmhashCounters *c)
 	pg_atomic_write_u64(&c->media_read, 0);
 	pg_atomic_write_u64(&c->syncs, 0);
 	pg_atomic_write_u64(&c->sync_bytes, 0);
+	pg_atomic_write_u64(&c->lookups, 0);
+	pg_atomic_write_u64(&c->lookups_locked, 0);
 }
 
 /* initialise a counter block */
@@ -111,6 +115,8 @@ pmhash_counters_init(PmhashCounters *c)
 	pg_atomic_init_u64(&c->media_read, 0);
 	pg_atomic_init_u64(&c->syncs, 0);
 	pg_atomic_init_u64(&c->sync_bytes, 0);
+	pg_atomic_init_u64(&c->lookups, 0);
+	pg_atomic_init_u64(&c->lookups_locked, 0);
 }
 
 /* set up the shared block (shmem_startup_hook, AddinShmemInitLock held) */
@@ -286,9 +292,14 @@ pmhash_stats_publish(PmhashLocal *local)
 			pg_atomic_fetch_add_u64(&c->syncs, syncs);
 			pg_atomic_fetch_add_u64(&c->sync_bytes, sync_bytes);
 		}
+		if (p->lookups > 0)
+		{
+			pg_atomic_fetch_add_u64(&c->lookups, p->lookups);
+			pg_atomic_fetch_add_u64(&c->lookups_locked, p->lookups_locked);
+		}
 	}
 	p->user_bytes = p->flushes = p->lines_whole = p->lines_partial = 0;
-	p->fences = 0;
+	p->fences = p->lookups = p->lookups_locked = 0;
 }
 
 /*
@@ -464,6 +475,20 @@ pmhash_wa_datum(uint64 media, uint64 user, bool *isnull)
 }
 
 /*
+ * Count n hashes that a scan looked up in a mapping's index, with the index
+ * lock or without it (pmhashread.c); published with the traffic counts.
+ */
+void
+pmhash_count_lookups(PmhashLocal *local, int n, bool locked)
+{
+	PmhashStatsPending *p = pmhash_stats_pending(local);
+
+	p->lookups += n;
+	if (locked)
+		p->lookups_locked += n;
+}
+
+/*
  * Fill values[0..PMHASH_STATS_INDEX_COLS-1] for pmhash_stats(): user_bytes,
  * media_bytes_written, media_bytes_read, flushes, fences, lines_whole,
  * lines_partial, write_amplification (never NULL here: 0 when no user
@@ -500,6 +525,16 @@ pmhash_stats_index_values(int slot, Datum *values)
 	values[7] = pmhash_wa_datum(written, user, &isnull);
 	values[8] = Int64GetDatum((int64) pg_atomic_read_u64(&c->syncs));
 	values[9] = Int64GetDatum((int64) pg_atomic_read_u64(&c->sync_bytes));
+}
+
+/* the lookup counts of pmhash_stats(), from the counters of a slot */
+static void
+pmhash_stats_lookup_values(int slot, Datum *values)
+{
+	PmhashCounters *c = &pmhash_statsblk->slots[slot];
+
+	values[0] = Int64GetDatum((int64) pg_atomic_read_u64(&c->lookups));
+	values[1] = Int64GetDatum((int64) pg_atomic_read_u64(&c->lookups_locked));
 }
 
 /*
@@ -711,8 +746,8 @@ pmhash_stats(PG_FUNCTION_ARGS)
 	Relation	rel;
 	PmhashIndex idx;
 	TupleDesc	tupdesc;
-	Datum		values[10 + PMHASH_STATS_INDEX_COLS];
-	bool		nulls[10 + PMHASH_STATS_INDEX_COLS];
+	Datum		values[12 + PMHASH_STATS_INDEX_COLS];
+	bool		nulls[12 + PMHASH_STATS_INDEX_COLS];
 	char		path[MAXPGPATH];
 	char	   *abspath;
 	uint64		entries;
@@ -746,8 +781,15 @@ pmhash_stats(PG_FUNCTION_ARGS)
 	pmhash_stats_index_values(idx.shared->stats_slot, &values[9]);
 	nulls[9 + 7] = DatumGetInt64(values[9]) == 0;	/* no user bytes, no ratio */
 	values[9 + PMHASH_STATS_INDEX_COLS] = BoolGetDatum(idx.shared->wb_marked);
-	/* the 0.4 definition of the function ends at write_amplification */
-	if (tupdesc->natts != 9 + 8 && tupdesc->natts != lengthof(values))
+	pmhash_stats_lookup_values(idx.shared->stats_slot,
+							   &values[10 + PMHASH_STATS_INDEX_COLS]);
+	/*
+	 * The 0.4 definition of the function ends at write_amplification, the
+	 * 0.5 one at writeback_pending
+	 */
+	if (tupdesc->natts != 9 + 8 &&
+		tupdesc->natts != 10 + PMHASH_STATS_INDEX_COLS &&
+		tupdesc->natts != lengthof(values))
 		elog(ERROR, "pmhash_stats returns %d columns, expected %d",
 			 tupdesc->natts, (int) lengthof(values));
 

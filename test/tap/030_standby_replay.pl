@@ -86,7 +86,7 @@ $primary->init(allows_streaming => 1);
 start_primary($primary, $maxkey);
 is($primary->safe_psql('postgres',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
-	'0.5', 'CREATE EXTENSION pmhash installs version 0.5');
+	'0.6', 'CREATE EXTENSION pmhash installs version 0.6');
 
 # ------------------------------------------------------------------------
 # a standby from a base backup taken while pgbench writes

@@ -51,7 +51,7 @@ $node->safe_psql('upd', q{CREATE EXTENSION pmhash VERSION '0.3'});
 $node->safe_psql('upd', q{ALTER EXTENSION pmhash UPDATE});
 is($node->safe_psql('upd',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
-	'0.5', 'ALTER EXTENSION pmhash UPDATE goes from 0.3 to 0.5');
+	'0.6', 'ALTER EXTENSION pmhash UPDATE goes from 0.3 to 0.6');
 $node->safe_psql('upd', q{
 	CREATE TABLE a (k int4);
 	INSERT INTO a SELECT g FROM generate_series(1, 1000) g;
@@ -65,6 +65,23 @@ is($node->safe_psql('upd', q{
 	SELECT syncs >= 0 FROM pmhash_media_stats();
 	SELECT pmhash_writeback() >= 0}),
 	"t|t\nt\nt", 'the updated extension has the sync columns and pmhash_writeback()');
+is($node->safe_psql('upd', q{
+	SET enable_seqscan = off;
+	SELECT count(*) FROM a WHERE k = 7;
+	SELECT count(*) FROM a WHERE k = ANY ('{1,2,3}');
+	SELECT lookups, lookups_locked <= lookups FROM pmhash_stats('a_k')}),
+	"1\n3\n4|t", 'the updated extension counts the lookups of scans');
+
+# the 0.5 definition of pmhash_stats still works with this library
+$node->safe_psql('postgres', q{CREATE DATABASE upd5});
+$node->safe_psql('upd5', q{
+	CREATE EXTENSION pmhash VERSION '0.5';
+	CREATE TABLE a (k int4);
+	INSERT INTO a SELECT g FROM generate_series(1, 1000) g;
+	CREATE INDEX a_k ON a USING pmhash (k)});
+is($node->safe_psql('upd5', q{
+	SELECT entries, writeback_pending IS NOT NULL FROM pmhash_stats('a_k')}),
+	"1000|t", 'pmhash_stats() of version 0.5 still answers');
 
 # the 0.4 definitions of the statistics functions still work with this library
 $node->safe_psql('postgres', q{CREATE DATABASE upd4});
@@ -85,7 +102,7 @@ $node->safe_psql('postgres', q{
 });
 is($node->safe_psql('postgres',
 	q{SELECT extversion FROM pg_extension WHERE extname = 'pmhash'}),
-	'0.5', 'CREATE EXTENSION pmhash installs 0.5');
+	'0.6', 'CREATE EXTENSION pmhash installs 0.6');
 
 # ------------------------------------------------------------------------
 # records by kind
