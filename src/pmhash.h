@@ -459,12 +459,28 @@ pmhash_index_lock(PmhashShared *shared, LWLockMode mode)
 	LWLockAcquire(&shared->lock, mode);
 	if (mode == LW_EXCLUSIVE)
 		pmh_version_write_begin(&shared->ixversion);
+	else
+	{
+		uint32		v = __atomic_load_n(&shared->ixversion, __ATOMIC_RELAXED);
+
+		/*
+		 * Odd with the lock held shared: an exclusive holder failed and
+		 * its lock was released without pmhash_index_unlock.  Nobody holds
+		 * it exclusively now, and what that holder left is what a locked
+		 * lookup reads anyway: make it even, or every lookup would take
+		 * the lock until the next exclusive holder.
+		 */
+		if (unlikely((v & 1) != 0))
+			(void) __atomic_compare_exchange_n(&shared->ixversion, &v, v + 1,
+											   false, __ATOMIC_RELEASE,
+											   __ATOMIC_RELAXED);
+	}
 }
 
 /*
  * Let go of an index's lock taken by pmhash_index_lock.  (An ERROR while
  * it is held exclusively releases it without this, and leaves the version
- * odd: lookups take the lock until the next exclusive holder.)
+ * odd: lookups take the lock until the next holder.)
  */
 static inline void
 pmhash_index_unlock(PmhashShared *shared)
@@ -799,7 +815,7 @@ extern void pmhash_stats_add_user_bytes(PmhashLocal *local, uint64 bytes);
 extern void pmhash_stats_add_syncs(const PmhashKey *key, uint64 syncs,
 								   uint64 bytes);
 extern uint64 pmhash_stats_activity(int slot);
-extern void pmhash_stats_publish_all(void);
+extern void pmhash_stats_publish_all(bool force);
 extern void pmhash_stats_forget_pool(uint64 pool_id);
 extern Datum pmhash_media_stats(PG_FUNCTION_ARGS);
 extern Datum pmhash_reset_stats(PG_FUNCTION_ARGS);

@@ -242,14 +242,14 @@ pmhash_xact_callback(XactEvent event, void *arg)
 			break;
 		case XACT_EVENT_COMMIT:
 			pmhash_log_xact_end();
-			pmhash_stats_publish_all();
+			pmhash_stats_publish_all(false);
 			pmhash_remove_pools(true);
 			pmhash_local_sweep();
 			break;
 		case XACT_EVENT_ABORT:
 			/* an aborted transaction's unflushed entries never touch PMem */
 			pmhash_log_xact_end();
-			pmhash_stats_publish_all();
+			pmhash_stats_publish_all(false);
 			pmhash_remove_pools(false);
 			pmhash_local_sweep();
 			break;
@@ -257,7 +257,7 @@ pmhash_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			pmhash_log_xact_end();
-			pmhash_stats_publish_all();
+			pmhash_stats_publish_all(false);
 			break;
 		default:
 			break;

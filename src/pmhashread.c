@@ -129,7 +129,8 @@ pmhash_reader_setup(void)
 static inline void
 pmhash_reader_enter(void)
 {
-	pmhash_my_seq++;
+	/* (odd, and another odd value if a section was ever left unended) */
+	pmhash_my_seq = (pmhash_my_seq + 1) | 1;
 	pg_atomic_write_u32(&pmhash_my_reader->seq, pmhash_my_seq);
 	pg_memory_barrier();
 }
@@ -138,7 +139,7 @@ pmhash_reader_enter(void)
 static inline void
 pmhash_reader_exit(void)
 {
-	pmhash_my_seq++;
+	pmhash_my_seq = (pmhash_my_seq | 1) + 1;
 	__atomic_store_n(&pmhash_my_reader->seq.value, pmhash_my_seq,
 					 __ATOMIC_RELEASE);
 }
@@ -176,6 +177,8 @@ pmhash_readers_wait(void)
 				pg_usleep(10);
 		}
 	}
+	/* the sections' reads are done before the caller frees */
+	pg_memory_barrier();
 }
 
 /* the shared slot of segment segno, which the view covers */

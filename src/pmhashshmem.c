@@ -256,7 +256,7 @@ pmhash_release_lines(int code, Datum arg)
 
 	if (pmhash_local_htab == NULL || pmhash_area_pid != MyProcPid)
 		return;
-	pmhash_stats_publish_all();
+	pmhash_stats_publish_all(true);
 	LWLockAcquire(pmhash_htab_lock, LW_SHARED);
 	hash_seq_init(&status, pmhash_local_htab);
 	while ((local = hash_seq_search(&status)) != NULL)
@@ -746,8 +746,9 @@ pmhash_forget(const PmhashKey *key)
 	pmhash_unmark_removed(shared);
 	hash_search(pmhash_htab, key, HASH_REMOVE, NULL);
 	pg_atomic_fetch_add_u64(&pmhash_ctl->drops, 1);
-	LWLockRelease(pmhash_htab_lock);
+	/* (before the entry can be reused: nobody finds it meanwhile) */
 	pmhash_index_unlock(shared);
+	LWLockRelease(pmhash_htab_lock);
 }
 
 /*
@@ -832,6 +833,11 @@ pmhash_forget_database(Oid dbid)
 	{
 		if (shared->key.dbid == dbid)
 		{
+			/*
+			 * No backend can be connected to the database; still, no
+			 * lookup without the lock starts on what is freed here
+			 */
+			pmh_version_write_begin(&shared->ixversion);
 			pmhash_free_shared(shared);
 			pmhash_stats_forget_pool(shared->pool_id);
 			pmhash_stats_slot_release(shared->stats_slot);

@@ -65,7 +65,18 @@ pmhash_reserve_segments(PmhashIndex *idx, int nsegs)
 	{
 		grow = Max((uint64) nsegs + 15, shared->nsegments / 2);
 		grow = Min(grow, Max((uint64) nsegs, 65536));
+
+		/*
+		 * Lookups without the index lock go on while the file grows (an
+		 * fallocate and an fsync of up to 1 GB): nothing they read changes
+		 * meanwhile, as every operation under the lock exclusive reserves
+		 * its segments here before it changes anything, and the lock
+		 * holds off all writers.  So the index's version is even during
+		 * the growth, and odd again before the shared arrays change.
+		 */
+		pmh_version_write_end(&shared->ixversion);
 		pmhash_pool_grow(idx->rel, idx->local, shared->nsegments + grow);
+		pmh_version_write_begin(&shared->ixversion);
 		pmhash_extend_shared(shared, shared->nsegments + grow);
 	}
 	pmhash_check_free_top(idx, nsegs);

@@ -237,6 +237,14 @@ static PmhashLocal *pmhash_stats_dirty = NULL;
 /* publish once this many 64 B lines have gathered, even mid-transaction */
 #define PMHASH_STATS_PUBLISH_FLUSHES	8192
 
+/*
+ * Publish lookup counts at a transaction's end only once this many have
+ * gathered (or when the counters are read, and at exit): a read-only
+ * transaction would otherwise write the index's shared counters, one
+ * cache line for every reader, at every end
+ */
+#define PMHASH_STATS_PUBLISH_LOOKUPS	8192
+
 /* count in a mapping's pending traffic from now on */
 static inline PmhashStatsPending *
 pmhash_stats_pending(PmhashLocal *local)
@@ -252,15 +260,20 @@ pmhash_stats_pending(PmhashLocal *local)
 	return p;
 }
 
-/* add a mapping's pending counts to the shared counters */
+/*
+ * Add a mapping's pending counts to the shared counters; its lookup counts
+ * only when forced or when many have gathered
+ */
 static void
-pmhash_stats_publish(PmhashLocal *local)
+pmhash_stats_publish(PmhashLocal *local, bool force)
 {
 	PmhashStatsPending *p = &local->stats_pending;
 	PmhashCounters *counters[2] = {&pmhash_statsblk->total,
 	pmhash_local_counters(local)};
 	uint64		syncs = local->pool.stats.syncs;
 	uint64		sync_bytes = local->pool.stats.sync_bytes;
+	bool		lookups = p->lookups > 0 &&
+		(force || p->lookups >= PMHASH_STATS_PUBLISH_LOOKUPS);
 	int			i;
 
 	/* the mapping counts syncs itself: take what is new since last time */
@@ -292,14 +305,16 @@ pmhash_stats_publish(PmhashLocal *local)
 			pg_atomic_fetch_add_u64(&c->syncs, syncs);
 			pg_atomic_fetch_add_u64(&c->sync_bytes, sync_bytes);
 		}
-		if (p->lookups > 0)
+		if (lookups)
 		{
 			pg_atomic_fetch_add_u64(&c->lookups, p->lookups);
 			pg_atomic_fetch_add_u64(&c->lookups_locked, p->lookups_locked);
 		}
 	}
 	p->user_bytes = p->flushes = p->lines_whole = p->lines_partial = 0;
-	p->fences = p->lookups = p->lookups_locked = 0;
+	p->fences = 0;
+	if (lookups)
+		p->lookups = p->lookups_locked = 0;
 }
 
 /*
@@ -340,28 +355,39 @@ pmhash_stats_feed_model(PmhashLocal *local, bool wait)
 
 /* feed a mapping's collected ranges to the model and publish its counts */
 static void
-pmhash_stats_settle(PmhashLocal *local)
+pmhash_stats_settle(PmhashLocal *local, bool force)
 {
 	pmhash_stats_feed_model(local, true);
-	pmhash_stats_publish(local);
+	pmhash_stats_publish(local, force);
 }
 
 /*
  * Publish the pending counts of every mapping of this backend: at
- * transaction end, and before this backend reads the counters.
+ * transaction end, and (force: lookup counts too, however few) before this
+ * backend reads the counters and at its exit.
  */
 void
-pmhash_stats_publish_all(void)
+pmhash_stats_publish_all(bool force)
 {
+	PmhashLocal *kept = NULL;
+
 	while (pmhash_stats_dirty != NULL)
 	{
 		PmhashLocal *local = pmhash_stats_dirty;
 
 		pmhash_stats_dirty = local->stats_pending.next_dirty;
-		local->stats_pending.dirty = false;
 		local->stats_pending.next_dirty = NULL;
-		pmhash_stats_settle(local);
+		pmhash_stats_settle(local, force);
+		/* lookup counts left for later keep the mapping on the list */
+		if (local->stats_pending.lookups > 0)
+		{
+			local->stats_pending.next_dirty = kept;
+			kept = local;
+		}
+		else
+			local->stats_pending.dirty = false;
 	}
+	pmhash_stats_dirty = kept;
 }
 
 /*
@@ -385,7 +411,7 @@ pmhash_stats_flush_hook(void *arg, uint64 offset, size_t len)
 		p->fences++;
 		pmhash_stats_feed_model(local, false);
 		if (p->flushes >= PMHASH_STATS_PUBLISH_FLUSHES)
-			pmhash_stats_publish(local);
+			pmhash_stats_publish(local, false);
 		return;
 	}
 
@@ -434,7 +460,7 @@ pmhash_stats_attach_pool(PmhashLocal *local, const PmhashShared *shared)
 
 	/* what was collected belongs to the counters and pool it came from */
 	if (local->pool.flush_hook != NULL)
-		pmhash_stats_settle(local);
+		pmhash_stats_settle(local, true);
 	local->stats_slot = slot;
 	local->stats_pool = shared->pool_id;
 	local->stats_tag = slot >= 0 ?
@@ -505,7 +531,7 @@ pmhash_stats_index_values(int slot, Datum *values)
 	bool		isnull;
 
 	/* this backend's own traffic counts already */
-	pmhash_stats_publish_all();
+	pmhash_stats_publish_all(true);
 	user = pg_atomic_read_u64(&c->user_bytes);
 
 	LWLockAcquire(&pmhash_statsblk->lock, LW_SHARED);
@@ -610,7 +636,7 @@ pmhash_media_stats(PG_FUNCTION_ARGS)
 	if (get_call_result_type(fcinfo, NULL, &tupdesc) != TYPEFUNC_COMPOSITE)
 		elog(ERROR, "return type must be a row type");
 
-	pmhash_stats_publish_all();
+	pmhash_stats_publish_all(true);
 	t = &pmhash_statsblk->total;
 	LWLockAcquire(&pmhash_statsblk->lock, LW_SHARED);
 	pmh_media_pending(&pmhash_statsblk->model, PMH_MEDIA_ANY_OWNER,
@@ -655,7 +681,7 @@ pmhash_reset_stats(PG_FUNCTION_ARGS)
 
 	pmhash_require_preload();
 	/* what this backend did before the reset is cleared with the rest */
-	pmhash_stats_publish_all();
+	pmhash_stats_publish_all(true);
 	LWLockAcquire(&pmhash_statsblk->lock, LW_EXCLUSIVE);
 	pmh_media_init(&pmhash_statsblk->model, Max(pmhash_media_buffer_lines, 1));
 	pmhash_counters_zero(&pmhash_statsblk->total);
