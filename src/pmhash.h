@@ -102,15 +102,13 @@ typedef struct PmhashSegSlot
 								 * is taken, and for unloaded primaries */
 	uint32		rec_first;
 	uint32		rec_count;
-	uint32		version;		/* odd while the lock is held exclusively:
-								 * see pmh_version_read_begin */
 	/* one segment per cache line: a writer's lock is not its neighbour's */
 	char		pad[PMH_CACHELINE_BYTES - sizeof(LWLock) - 2 * sizeof(bool) -
-					3 * sizeof(uint32) - 2];
+					2 * sizeof(uint32) - 2];
 } PmhashSegSlot;
 
 StaticAssertDecl(sizeof(PmhashSegSlot) == PMH_CACHELINE_BYTES,
-				 "a segment's lock and version fill one cache line");
+				 "a segment's lock fills one cache line");
 
 /*
  * Sixteen segments' slots, then their metadata (5 kB each):
@@ -180,6 +178,9 @@ typedef struct PmhashShared
 	bool		load_blocked;	/* a segment load with the index lock
 								 * exclusive failed half way: finish it
 								 * before anything else (index lock) */
+	bool		all_loaded;		/* every segment is loaded since the
+								 * restart (set once, see
+								 * pmhash_segment_loaded) */
 
 	/* changed rarely */
 	Oid			indexoid;
@@ -386,16 +387,16 @@ pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
 
 /*
  * Take a segment's lock in mode.  Taken exclusively, the segment's version
- * turns odd until pmhash_seg_release: optimistic lookups
- * (pmhash_lookup_optimistic) that overlap the holder see that and look
- * again under the lock.
+ * (in its metadata's first line) turns odd until pmhash_seg_release:
+ * optimistic lookups (pmhash_lookup_optimistic) that overlap the holder
+ * see that and look again under the lock.
  */
 static inline void
-pmhash_seg_acquire(PmhashSegSlot *slot, LWLockMode mode)
+pmhash_seg_acquire(PmhashSegSlot *slot, PmhSegMeta *meta, LWLockMode mode)
 {
 	LWLockAcquire(&slot->lock, mode);
 	if (mode == LW_EXCLUSIVE)
-		pmh_version_write_begin(&slot->version);
+		pmh_version_write_begin(&meta->version);
 }
 
 /*
@@ -404,10 +405,10 @@ pmhash_seg_acquire(PmhashSegSlot *slot, LWLockMode mode)
  * version odd: optimistic lookups use the lock until the next writer.)
  */
 static inline void
-pmhash_seg_release(PmhashSegSlot *slot)
+pmhash_seg_release(PmhashSegSlot *slot, PmhSegMeta *meta)
 {
 	if (LWLockHeldByMeInMode(&slot->lock, LW_EXCLUSIVE))
-		pmh_version_write_end(&slot->version);
+		pmh_version_write_end(&meta->version);
 	LWLockRelease(&slot->lock);
 }
 
@@ -418,20 +419,27 @@ pmhash_seg_release(PmhashSegSlot *slot)
  * Returns false when a writer held or took the segment meanwhile, the
  * segment is not loaded yet, or it no longer holds the hash (it split
  * after the directory was read): then nothing it found may be used.  Else
- * sets *n to the number of entries, which may exceed max.  For
+ * sets *n to the number of entries, which may exceed max.  slot is NULL
+ * when every segment is known to be loaded (PmhashShared.all_loaded): then
+ * the lookup reads no line beside the metadata's.  For
  * pmhash_lookup_optimistic (index lock shared) and pmhash_read_lookup
  * (no index lock).
  */
 static inline bool
 pmhash_probe_unlocked(const PmhPool *pool, const PmhCallbacks *cb,
-					  PmhashSegSlot *slot, PmhSegMeta *meta, uint32 segno,
-					  uint64 hash, uint64 *tags, int max, int *n)
+					  const PmhashSegSlot *slot, PmhSegMeta *meta,
+					  uint32 segno, uint64 hash, uint64 *tags, int max,
+					  int *n)
 {
-	uint32		version = pmh_version_read_begin(&slot->version);
+	uint32		version = pmh_version_read_begin(&meta->version);
 	int			found;
 
-	/* (an odd version fails the check below anyway: skip the reads) */
-	if ((version & 1) != 0 || !slot->loaded)
+	/*
+	 * (An odd version fails the check below anyway: skip the reads.  The
+	 * metadata of a segment not loaded is not set up, its version
+	 * included, but is not used then.)
+	 */
+	if ((version & 1) != 0 || (slot != NULL && !slot->loaded))
 		return false;
 	/* the metadata is read after "loaded" (set after a write barrier) */
 	pg_read_barrier();
@@ -440,7 +448,7 @@ pmhash_probe_unlocked(const PmhPool *pool, const PmhCallbacks *cb,
 												   __ATOMIC_RELAXED)))
 		return false;
 	found = pmh_lookup_all(pool, cb, meta, segno, hash, tags, max);
-	if (!pmh_version_read_valid(&slot->version, version))
+	if (!pmh_version_read_valid(&meta->version, version))
 		return false;
 	*n = found;
 	return true;
@@ -527,6 +535,7 @@ typedef struct PmhashReadView
 	const uint32 *dir;
 	const dsa_pointer *chunks;
 	bool		stale;
+	bool		all_loaded;		/* every segment is loaded */
 	uint64		steps;			/* segments a lookup may still visit */
 	bool		bad;			/* a lookup met a segment outside the view */
 	PmhCallbacks cb;

@@ -297,6 +297,7 @@ pmhash_load(PmhashIndex *idx)
 		}
 	}
 	pg_atomic_write_u64(&shared->unloaded, nunloaded);
+	shared->all_loaded = nunloaded == 0;
 
 	shared->primaries = res.primaries;
 	shared->overflows = res.overflows;
@@ -601,6 +602,7 @@ pmhash_attach_new(Relation index, uint64 pool_id, uint64 state_flags,
 	pg_atomic_write_u64(&shared->entries, 0);
 	pmhash_log_init_shared(idx);
 	pmhash_stats_attach_pool(local, shared);
+	shared->all_loaded = true;	/* (a new pool's segments need no load) */
 	shared->state = PMHASH_STATE_READY;
 }
 

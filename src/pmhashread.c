@@ -253,6 +253,7 @@ pmhash_read_begin(Relation index, PmhashReadView *v)
 	v->nsegments = shared->nsegments;
 	v->depth = shared->global_depth;
 	v->stale = shared->stale;
+	v->all_loaded = shared->all_loaded;
 	dir = shared->dir;
 	chunks = shared->chunks;
 	/* all of it from one moment with no exclusive holder */
@@ -277,8 +278,10 @@ fail:
 
 /*
  * The primary segment the view's directory names for hash, with its
- * version and first metadata lines starting to load, or PMH_NO_SEGMENT
- * (outside the view: the lookup is bad).
+ * metadata's first line (version, counts, D-bucket) and the hash's
+ * fingerprint bucket starting to load, or PMH_NO_SEGMENT (outside the
+ * view: the lookup is bad).  Until every segment is loaded, also the
+ * segment's slot ("loaded").
  */
 uint32
 pmhash_read_segment(PmhashReadView *v, uint64 hash)
@@ -294,7 +297,8 @@ pmhash_read_segment(PmhashReadView *v, uint64 hash)
 		return PMH_NO_SEGMENT;
 	}
 	pmh_meta_prefetch(pmhash_view_meta_at(v, segno), hash);
-	pmh_prefetch(&pmhash_view_slot(v, segno)->version);
+	if (!v->all_loaded)
+		pmh_prefetch(&pmhash_view_slot(v, segno)->loaded);
 	return segno;
 }
 
@@ -306,7 +310,8 @@ pmhash_read_segment(PmhashReadView *v, uint64 hash)
 void
 pmhash_read_prefetch(PmhashReadView *v, uint32 segno, uint64 hash)
 {
-	if (segno != PMH_NO_SEGMENT && pmhash_view_slot(v, segno)->loaded)
+	if (segno != PMH_NO_SEGMENT &&
+		(v->all_loaded || pmhash_view_slot(v, segno)->loaded))
 		pmh_lookup_prefetch(&v->local->pool, pmhash_view_meta_at(v, segno),
 							segno, hash);
 }
@@ -328,6 +333,7 @@ pmhash_read_lookup(PmhashReadView *v, uint32 segno, uint64 hash,
 		return false;
 	v->steps = v->nsegments;
 	return pmhash_probe_unlocked(&v->local->pool, &v->cb,
+								 v->all_loaded ? NULL :
 								 pmhash_view_slot(v, segno),
 								 pmhash_view_meta_at(v, segno), segno, hash,
 								 tags, max, n) &&

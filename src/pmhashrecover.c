@@ -184,7 +184,12 @@ pmhash_segment_loaded(PmhashIndex *idx, PmhashSegSlot *slot)
 	shared->log_unverified -= slot->rec_count;
 	slot->rec_count = 0;
 	if (pg_atomic_sub_fetch_u64(&shared->unloaded, 1) == 0)
+	{
 		pmhash_recover_free_list(shared);
+		/* every "loaded" flag is set before lookups stop reading them */
+		pg_write_barrier();
+		shared->all_loaded = true;
+	}
 	LWLockRelease(&shared->loglock);
 }
 

@@ -609,7 +609,7 @@ pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 		{
 			segno[i] = pmhash_lookup_segment(&idx, hash[i]);
 			pmh_meta_prefetch(pmhash_seg_meta(&idx, segno[i]), hash[i]);
-			pmh_prefetch(&pmhash_seg_slot(&idx, segno[i])->version);
+			pmh_prefetch(&pmhash_seg_slot(&idx, segno[i])->loaded);
 		}
 		/* (the metadata of a segment not loaded yet is not initialised) */
 		for (i = 0; i < nk; i++)

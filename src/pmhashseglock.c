@@ -38,6 +38,7 @@ pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 {
 	PmhashShared *shared = idx->shared;
 	PmhashSegSlot *slot = pmhash_seg_slot(idx, segno);
+	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	LWLockMode	entry_mode = idx->mode;
 
 	if (entry_mode == LW_EXCLUSIVE)
@@ -52,25 +53,25 @@ pmhash_lock_segment(PmhashIndex *idx, uint32 segno, LWLockMode mode)
 	/* "blocked" is set and cleared under the index lock exclusive */
 	if (likely(!shared->load_blocked))
 	{
-		pmhash_seg_acquire(slot, mode);
+		pmhash_seg_acquire(slot, meta, mode);
 		if (likely(slot->loaded))
 			return true;
 		if (mode != LW_EXCLUSIVE)
 		{
-			pmhash_seg_release(slot);
-			pmhash_seg_acquire(slot, LW_EXCLUSIVE);
+			pmhash_seg_release(slot, meta);
+			pmhash_seg_acquire(slot, meta, LW_EXCLUSIVE);
 		}
 		if (slot->loaded || pmhash_load_segment_shared(idx, segno, slot))
 		{
 			if (mode != LW_EXCLUSIVE)
 			{
 				/* loaded stays loaded while the index lock is held */
-				pmhash_seg_release(slot);
-				pmhash_seg_acquire(slot, mode);
+				pmhash_seg_release(slot, meta);
+				pmhash_seg_acquire(slot, meta, mode);
 			}
 			return true;
 		}
-		pmhash_seg_release(slot);
+		pmhash_seg_release(slot, meta);
 	}
 
 	/* load with the index lock exclusive, then look again */
@@ -85,7 +86,8 @@ void
 pmhash_unlock_segment(PmhashIndex *idx, uint32 segno)
 {
 	if (idx->mode != LW_EXCLUSIVE)
-		pmhash_seg_release(pmhash_seg_slot(idx, segno));
+		pmhash_seg_release(pmhash_seg_slot(idx, segno),
+						   pmhash_seg_meta(idx, segno));
 }
 
 /*
@@ -145,6 +147,7 @@ pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
 	if (idx->local->pool.read_hook != NULL || idx->shared->load_blocked)
 		return false;
 	return pmhash_probe_unlocked(&idx->local->pool, &idx->cb,
+								 idx->shared->all_loaded ? NULL :
 								 pmhash_seg_slot(idx, segno),
 								 pmhash_seg_meta(idx, segno), segno, hash,
 								 tags, max, n);

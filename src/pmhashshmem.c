@@ -345,6 +345,7 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->reclen = 0;
 	shared->log_unverified = 0;
 	shared->load_blocked = false;
+	shared->all_loaded = false;
 	shared->blocked_segno = 0;
 	/* set by the load from the pool's state; a new pool is never stale */
 	shared->stale = false;
@@ -441,7 +442,6 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 			chunk->slot[j].meta_valid = false;
 			chunk->slot[j].rec_first = 0;
 			chunk->slot[j].rec_count = 0;
-			chunk->slot[j].version = 0;
 		}
 	}
 

@@ -235,11 +235,13 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 	 * loop would overwrite that publication.  Nobody can wait for the lock
 	 * yet, so taking it cannot deadlock.
 	 */
-	pmhash_seg_acquire(pmhash_seg_slot(idx, newseg), LW_EXCLUSIVE);
+	pmhash_seg_acquire(pmhash_seg_slot(idx, newseg),
+					   pmhash_seg_meta(idx, newseg), LW_EXCLUSIVE);
 	pg_write_barrier();
 	pmh_dir_assign(pmhash_dsa_address(shared->dir), shared->global_depth,
 				   pmhash_seg_meta(idx, newseg)->word, newseg);
-	pmhash_seg_release(pmhash_seg_slot(idx, newseg));
+	pmhash_seg_release(pmhash_seg_slot(idx, newseg),
+					   pmhash_seg_meta(idx, newseg));
 
 	/* give back what the split did not take, in the order it was taken */
 	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);

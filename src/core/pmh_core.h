@@ -321,21 +321,25 @@ typedef struct PmhFpBucket
  * (the entries of an overflow segment are validated against the word of
  * the primary segment that owns its chain).  The first cache line holds
  * what every lookup reads besides its fingerprint bucket: the word, the
- * chain, the counts and the D-bucket's fingerprints.  The size is a
- * multiple of 64 B, so that in an array starting on a cache line (the
- * server's chunks) every fingerprint bucket is one cache line.
+ * chain, the version of optimistic reads (pmh_version_read_begin; a
+ * primary's covers its chain and D-bucket), the counts and the D-bucket's
+ * fingerprints, so that a lookup of an absent key reads two lines of it.
+ * The size is a multiple of 64 B, so that in an array starting on a cache
+ * line (the server's chunks) every fingerprint bucket is one cache line.
  */
 typedef struct PmhSegMeta
 {
 	uint64		word;
 	uint32		ovf_next;		/* segno or PMH_NO_SEGMENT */
-	uint32		nlive;
-	uint32		npending;		/* D-bucket entries: only in primaries */
+	uint32		version;		/* odd while a writer changes the segment;
+								 * kept by pmh_meta_reset */
+	uint16		nlive;			/* at most PMH_SEG_SLOTS */
+	uint8		npending;		/* D-bucket entries: only in primaries */
+	uint8		fpt_any_passed; /* some bit of fpt_passed is set */
 	uint16		pending_fp[PMH_DBUCKET_SLOTS];	/* pmh_meta_fp(pending[i].hash) */
 	uint8		fpt_passed[(PMH_FPT_BUCKETS + 7) / 8];	/* bit b: an entry went
 														 * past full bucket b */
-	uint8		fpt_any_passed; /* some bit of fpt_passed is set */
-	uint8		pad[2];
+	uint8		pad[3];
 	PmhFpBucket fpt[PMH_FPT_BUCKETS];	/* fingerprints of the live slots */
 	uint16		occ[PMH_SEG_BUCKETS];	/* bit i: slot i of the bucket is live */
 	PmhPending	pending[PMH_DBUCKET_SLOTS]; /* the D-bucket */
@@ -343,6 +347,8 @@ typedef struct PmhSegMeta
 
 StaticAssertDecl(offsetof(PmhSegMeta, fpt) == PMH_CACHELINE_BYTES,
 				 "the fingerprint table starts on the second cache line");
+StaticAssertDecl(PMH_SEG_SLOTS <= UINT16_MAX && PMH_DBUCKET_SLOTS <= UINT8_MAX,
+				 "the counts of a segment fit their fields");
 StaticAssertDecl(sizeof(PmhSegMeta) % PMH_CACHELINE_BYTES == 0,
 				 "segment metadata is a whole number of cache lines");
 StaticAssertDecl(sizeof(PmhFpBucket) == PMH_CACHELINE_BYTES,
@@ -532,9 +538,10 @@ pmh_seg_entries(const PmhPool *pool, uint32 segno)
 }
 
 /*
- * Optimistic lookups.  The caller keeps a version word beside each primary
- * segment's lock: even while nobody holds the lock exclusively, odd while
- * someone does; it goes up by one when the lock is taken exclusively
+ * Optimistic lookups.  Each primary segment's metadata has a version word
+ * (PmhSegMeta.version, in the line a lookup reads first), which the
+ * caller's segment lock keeps: even while nobody holds the lock
+ * exclusively, odd while someone does; it goes up by one when the lock is taken exclusively
  * (pmh_version_write_begin) and again before it is let go
  * (pmh_version_write_end; a lock released without it leaves the version
  * odd, which the next writer's pmh_version_write_begin copes with).

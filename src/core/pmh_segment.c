@@ -24,11 +24,15 @@
 StaticAssertDecl(PMH_MAX_DEPTH <= 64 - 8 * sizeof(((PmhFpBucket *) 0)->fp[0]),
 				 "the metadata fingerprint overlaps the segment prefix");
 
-/* empty metadata for a segment with the given word */
+/* empty metadata for a segment with the given word (its version kept) */
 void
 pmh_meta_reset(PmhSegMeta *meta, uint64 word)
 {
-	memset(meta, 0, sizeof(*meta));
+	/*
+	 * The version stays: the segment's writer holds it odd, and readers
+	 * without the lock must see it odd (or changed) throughout
+	 */
+	memset(&meta->nlive, 0, sizeof(*meta) - offsetof(PmhSegMeta, nlive));
 	meta->word = word;
 	meta->ovf_next = PMH_NO_SEGMENT;
 }

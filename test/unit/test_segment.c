@@ -568,7 +568,7 @@ test_delete_reinsert(void)
 typedef struct OptShared
 {
 	TPool	   *tp;
-	uint32		version;		/* the segment's version word */
+	uint32		version;		/* a version word for its rules */
 	pthread_mutex_t lock;		/* the segment's lock (exclusive only) */
 	uint64		stable_hash[OPT_STABLE];
 	uint64		stable_tag[OPT_STABLE];
@@ -614,10 +614,10 @@ opt_reader(void *arg)
 		hash = absent ? o->absent_hash[i] : o->stable_hash[i];
 		o->lookups++;
 
-		v = pmh_version_read_begin(&o->version);
+		v = pmh_version_read_begin(&tp->meta[0].version);
 		n = pmh_lookup_all(&tp->pool, &tp->cb, &tp->meta[0], 0, hash, tags,
 						   PMH_BUCKET_SLOTS);
-		kept = pmh_version_read_valid(&o->version, v);
+		kept = (v & 1) == 0 && pmh_version_read_valid(&tp->meta[0].version, v);
 		if (!kept)
 		{
 			o->retries++;
@@ -689,6 +689,15 @@ test_optimistic_lookups(void)
 	v = pmh_version_read_begin(&o->version);
 	CHECK((v & 1) == 0 && pmh_version_read_valid(&o->version, v));
 
+	/* the version lives in the metadata: a reset leaves it as it was */
+	m = pg_malloc(sizeof(PmhSegMeta));
+	m->version = 7;
+	m->nlive = 3;
+	pmh_meta_reset(m, 42);
+	CHECK(m->version == 7 && m->word == 42 && m->nlive == 0 &&
+		  m->npending == 0 && m->ovf_next == PMH_NO_SEGMENT);
+	free(m);
+
 	if (!tpool_create(&tp, "optimistic", 1))
 	{
 		free(o);
@@ -721,7 +730,7 @@ test_optimistic_lookups(void)
 		uint64		r = rnd();
 
 		pthread_mutex_lock(&o->lock);
-		pmh_version_write_begin(&o->version);
+		pmh_version_write_begin(&m->version);
 		if (i % 64 == 63)
 			pmh_fpt_rebuild(&tp.pool, m, 0);
 		else if (nchurn < OPT_CHURN && r % 3 != 0)
@@ -776,7 +785,7 @@ test_optimistic_lookups(void)
 			nchurn--;
 			deletes++;
 		}
-		pmh_version_write_end(&o->version);
+		pmh_version_write_end(&m->version);
 		pthread_mutex_unlock(&o->lock);
 	}
 	__atomic_store_n(&o->done, 1, __ATOMIC_RELEASE);
