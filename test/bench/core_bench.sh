@@ -4,10 +4,12 @@
 # report into test/bench/results/<date>/ (or $PMHASH_BENCH_OUT):
 #
 #   core.md    the driver's markdown report (Mops/s, media write
-#              amplification, pool reads per lookup, the reference figures
-#              of Dash and CCEH, the issue's targets)
+#              amplification, pool reads per lookup, the targets it can
+#              judge alone)
 #   core.tsv   one row per measurement
-#   core_mops.png  Mops/s per operation and thread count, with Dash and CCEH
+#   core_mops.png  Mops/s per operation and thread count
+# (Dash-EH and CCEH, built from source and run beside pmh_bench in the same
+# run at the same key count: test/bench/peers_bench.sh.)
 #   core_probe.png the probe experiments: CPU time per lookup relative to
 #              the baseline, and the share of lookups that read the pool
 #
@@ -47,7 +49,7 @@ rc=$?
 	echo "- command: test/bench/core_bench.sh $*"
 } >>"$OUT/core.md"
 
-# Mops/s by operation: one column per thread count, then Dash and CCEH
+# Mops/s by operation: one column per thread count
 threads=$(awk -F'\t' 'NR > 1 { print $1 }' "$OUT/core.tsv" | sort -n -u | tr '\n' ' ')
 awk -F'\t' -v threads="$threads" '
 	BEGIN {
@@ -55,17 +57,12 @@ awk -F'\t' -v threads="$threads" '
 			"search-|uniform;search- batch|uniform;search-|zipf;search- batch|zipf;" \
 			"delete|uniform;delete|zipf;insert-direct|-", rows, ";")
 		nt = split(threads, th, " ")
-		dash["insert|-"] = 2.24; dash["search+|uniform"] = 8.54; dash["search-|uniform"] = 16.1
-		dash["search+ batch|uniform"] = 8.54; dash["search- batch|uniform"] = 16.1
-		cceh["search+ batch|uniform"] = 9.51
-		dash["insert-direct|-"] = 2.24
-		cceh["insert|-"] = 3.52; cceh["search+|uniform"] = 9.51; cceh["insert-direct|-"] = 3.52
 	}
 	NR > 1 { m[$1 "|" $2 "|" $3] = $6 }
 	END {
 		printf "operation"
 		for (t = 1; t <= nt; t++) printf " %s-thread%s", th[t], (th[t] > 1 ? "s" : "")
-		print " Dash CCEH"
+		print ""
 		for (i = 1; i <= n; i++) {
 			label = rows[i]; sub(/\|-$/, "", label); sub(/\|/, " ", label)
 			printf "\"%s\"", label
@@ -73,7 +70,7 @@ awk -F'\t' -v threads="$threads" '
 				k = th[t] "|" rows[i]
 				printf " %s", (k in m) ? m[k] : "n/a"
 			}
-			printf " %s %s\n", (rows[i] in dash) ? dash[rows[i]] : "n/a", (rows[i] in cceh) ? cceh[rows[i]] : "n/a"
+			printf "\n"
 		}
 	}' "$OUT/core.tsv" >"$OUT/core_mops.dat"
 
@@ -94,14 +91,14 @@ set key top right
 set xtics rotate by -20
 set yrange [0:*]
 set ylabel "Mops/s"
-set title "pmhash core (pmh_bench): throughput by operation; Dash and CCEH: the issue's reference figures (1 thread)"
+set title "pmhash core (pmh_bench): throughput by operation (Dash-EH and CCEH: peers_bench.sh)"
 $plot
 EOF
 
 # probe experiments: CPU time per lookup relative to the baseline, and the
 # share of lookups that read the pool
 awk -F'\t' '
-	NR > 1 && $2 ~ /^search[+-] (baseline|locked|no index lock|one-miss reference|two-miss reference)/ {
+	NR > 1 && $2 ~ /^search[+-] (baseline|locked|index lock|one-miss reference|two-miss reference)/ {
 		if ($2 ~ /baseline/) base[substr($2, 1, 7)] = $7
 		n++; op[n] = $2; cpu[n] = $7; frac[n] = $11
 	}
