@@ -38,6 +38,7 @@ OBJS = \
 	src/pmhashseglock.o \
 	src/pmhashshmem.o \
 	src/pmhashsplit.o \
+	src/pmhashtwophase.o \
 	src/pmhashstats.o \
 	src/pmhashvacuum.o \
 	src/pmhashvalidate.o \

@@ -119,16 +119,42 @@ CREATE TEMP TABLE lc_t (k int4);
 CREATE INDEX ON lc_t USING pmhash (k);
 SELECT pools() - :base AS pools, pools_match();
 
--- two-phase commit of DDL on pmhash storage is refused, data is fine
+-- two-phase commit of DDL on pmhash storage: the pools follow COMMIT and
+-- ROLLBACK PREPARED (pmhashtwophase.c)
 CREATE TABLE lc2 (k int4);
 CREATE INDEX lc2_k ON lc2 USING pmhash (k);
 BEGIN; CREATE INDEX lc2_k2 ON lc2 USING pmhash (k); PREPARE TRANSACTION 'pmhash_ddl';
+-- prepared: the new storage has its pool (it is a storage, uncommitted)
+SELECT pools() - :base AS pools;
+ROLLBACK PREPARED 'pmhash_ddl';
+SELECT pools() - :base AS pools, pools_match();
+BEGIN; CREATE INDEX lc2_k2 ON lc2 USING pmhash (k); PREPARE TRANSACTION 'pmhash_ddl';
+COMMIT PREPARED 'pmhash_ddl';
 SELECT pools() - :base AS pools, pools_match();
 BEGIN; INSERT INTO lc2 VALUES (1), (2); PREPARE TRANSACTION 'pmhash_data';
 COMMIT PREPARED 'pmhash_data';
 SET enable_seqscan = off; SELECT count(*) FROM lc2 WHERE k = 2; RESET enable_seqscan;
-DROP TABLE lc2;
+-- REINDEX and TRUNCATE replace storages; DROP removes one
+BEGIN; REINDEX INDEX lc2_k; PREPARE TRANSACTION 'pmhash_reindex';
+ROLLBACK PREPARED 'pmhash_reindex';
 SELECT pools() - :base AS pools, pools_match();
+BEGIN; REINDEX TABLE lc2; INSERT INTO lc2 VALUES (3); PREPARE TRANSACTION 'pmhash_reindex';
+COMMIT PREPARED 'pmhash_reindex';
+SELECT pools() - :base AS pools, pools_match();
+SET enable_seqscan = off; SELECT count(*) FROM lc2 WHERE k = 3; RESET enable_seqscan;
+BEGIN; TRUNCATE lc2; INSERT INTO lc2 VALUES (4); PREPARE TRANSACTION 'pmhash_truncate';
+COMMIT PREPARED 'pmhash_truncate';
+SELECT pools() - :base AS pools, pools_match();
+SET enable_seqscan = off; SELECT count(*) FROM lc2 WHERE k = 4; SELECT count(*) FROM lc2 WHERE k = 3; RESET enable_seqscan;
+BEGIN; DROP INDEX lc2_k2; PREPARE TRANSACTION 'pmhash_drop';
+SELECT pools() - :base AS pools;
+COMMIT PREPARED 'pmhash_drop';
+SELECT pools() - :base AS pools, pools_match();
+BEGIN; DROP TABLE lc2; PREPARE TRANSACTION 'pmhash_drop';
+COMMIT PREPARED 'pmhash_drop';
+SELECT pools() - :base AS pools, pools_match();
+-- every prepared transaction's state file is gone once it ended
+SELECT count(*) AS state_files FROM pg_ls_dir('pmhash/twophase', true, false);
 
 -- SET TABLESPACE copies the index blocks without the access method: the
 -- pool follows, also inside a transaction that then uses the index

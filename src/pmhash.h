@@ -844,6 +844,14 @@ extern void pmhash_lifecycle_init(void);
 extern bool pmhash_adopt_pool(Relation index, const PmhashKey *key);
 extern void pmhash_remove_db_dir(Oid dbid);
 extern void pmhash_sweep_orphans(void);
+
+/* pmhashtwophase.c: pools of prepared transactions' storages */
+extern bool pmhash_storage_gone(const RelFileNode *node, bool empty_is_gone);
+extern void pmhash_twophase_note_gid(const char *gid);
+extern void pmhash_twophase_forget_gid(void);
+extern void pmhash_twophase_prepare(void);
+extern void pmhash_twophase_finish(const char *gid);
+extern void pmhash_twophase_sweep(void);
 extern void pmhash_copy_db_pools(Oid srcdb, Oid dstdb);
 
 /* pmhashcheck.c: pmhash_check() */

@@ -20,9 +20,10 @@
  *	- DROP DATABASE removes the database's pool directory, and CREATE
  *	  DATABASE copies the template's.
  *
- * PREPARE TRANSACTION is refused for a transaction that created or dropped
- * pmhash storage: the pending deletes of a prepared transaction are carried
- * out by COMMIT PREPARED without any callback pmhash could hook.
+ * A prepared transaction's pending deletes are carried out by COMMIT or
+ * ROLLBACK PREPARED, in any session, without a callback: its storages are
+ * written down at PREPARE and their pools removed after that statement
+ * (pmhashtwophase.c).
  *
  * The transaction callbacks also drive the write path (pmhashxact.c): the
  * collecting logs are flushed at PRE_COMMIT and PRE_PREPARE and dropped at
@@ -167,38 +168,6 @@ pmhash_pre_commit(void)
 		pfree(created);
 }
 
-/*
- * PREPARE of a transaction that would create or remove pools is refused:
- * the pool work would have to happen at COMMIT/ROLLBACK PREPARED.
- */
-static void
-pmhash_pre_prepare(void)
-{
-	RelFileNode *nodes;
-	int			n;
-	int			pass;
-
-	for (pass = 0; pass < 2; pass++)
-	{
-		int			i;
-
-		n = smgrGetPendingDeletes(pass == 0, &nodes);
-		for (i = 0; i < n; i++)
-		{
-			PmhashKey	key;
-
-			pmhash_key_for_node(&nodes[i], &key);
-			if (pmhash_pool_exists(&key))
-				ereport(ERROR,
-						(errcode(ERRCODE_FEATURE_NOT_SUPPORTED),
-						 errmsg("cannot PREPARE a transaction that has created or dropped a pmhash index's storage"),
-						 errhint("Commit the DDL in its own transaction, then use two-phase commit for the data.")));
-		}
-		if (nodes)
-			pfree(nodes);
-	}
-}
-
 /* remove the pools (and shared state) of storages being deleted */
 static void
 pmhash_remove_pools(bool forCommit)
@@ -236,7 +205,9 @@ pmhash_xact_callback(XactEvent event, void *arg)
 			pmhash_backend_init();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
-			pmhash_pre_prepare();
+			/* block-copied storages get their pools, as at commit */
+			pmhash_pre_commit();
+			pmhash_twophase_prepare();
 			pmhash_log_flush_all(false);
 			pmhash_log_wal_all();
 			break;
@@ -252,8 +223,13 @@ pmhash_xact_callback(XactEvent event, void *arg)
 			pmhash_stats_publish_all(false);
 			pmhash_remove_pools(false);
 			pmhash_local_sweep();
+			pmhash_twophase_forget_gid();
 			break;
 		case XACT_EVENT_PREPARE:
+			pmhash_twophase_forget_gid();
+			pmhash_log_xact_end();
+			pmhash_stats_publish_all(false);
+			break;
 		case XACT_EVENT_PARALLEL_COMMIT:
 		case XACT_EVENT_PARALLEL_ABORT:
 			pmhash_log_xact_end();
@@ -413,9 +389,6 @@ pmhash_sweep_orphans(void)
 		unsigned int spc;
 		unsigned int relnode;
 		char		tail;
-		char	   *relpath;
-		struct stat st;
-		bool		orphan;
 
 		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
 			tail != 'l')
@@ -423,17 +396,7 @@ pmhash_sweep_orphans(void)
 		rnode.spcNode = OidIsValid(spc) ? spc : MyDatabaseTableSpace;
 		rnode.dbNode = MyDatabaseId;
 		rnode.relNode = relnode;
-		relpath = relpathperm(rnode, MAIN_FORKNUM);
-		orphan = stat(relpath, &st) != 0 && errno == ENOENT;
-		pfree(relpath);
-		if (orphan)
-		{
-			/* a standby has only the init fork of an unlogged index */
-			relpath = relpathperm(rnode, INIT_FORKNUM);
-			orphan = stat(relpath, &st) != 0 && errno == ENOENT;
-			pfree(relpath);
-		}
-		if (!orphan)
+		if (!pmhash_storage_gone(&rnode, false))
 			continue;
 		memset(&key, 0, sizeof(key));
 		key.dbid = MyDatabaseId;
@@ -493,6 +456,9 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 	if (IsA(parsetree, AlterTableStmt))
 		pmhash_refuse_replica_identity((AlterTableStmt *) parsetree);
+	if (IsA(parsetree, TransactionStmt) &&
+		((TransactionStmt *) parsetree)->kind == TRANS_STMT_PREPARE)
+		pmhash_twophase_note_gid(((TransactionStmt *) parsetree)->gid);
 	if (IsA(parsetree, DropdbStmt))
 		dropped_db = get_database_oid(((DropdbStmt *) parsetree)->dbname, true);
 	else if (IsA(parsetree, CreatedbStmt))
@@ -513,6 +479,12 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	 */
 	if (IsA(parsetree, AlterTableStmt) || IsA(parsetree, AlterTableMoveAllStmt))
 		pmhash_pre_commit();
+
+	/* the prepared transaction's deleted storages lose their pools */
+	if (IsA(parsetree, TransactionStmt) &&
+		(((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED ||
+		 ((TransactionStmt *) parsetree)->kind == TRANS_STMT_ROLLBACK_PREPARED))
+		pmhash_twophase_finish(((TransactionStmt *) parsetree)->gid);
 
 	if (OidIsValid(dropped_db))
 	{

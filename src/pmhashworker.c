@@ -354,7 +354,10 @@ pmhash_prewarm_worker_main(Datum arg)
 	StartTransactionCommand();
 	/* the first run after a start also removes orphan pools */
 	if (first)
+	{
+		pmhash_twophase_sweep();
 		pmhash_sweep_orphans();
+	}
 	amoid = get_am_oid("pmhash", true);
 	if (OidIsValid(amoid))
 	{
