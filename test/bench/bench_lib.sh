@@ -6,6 +6,11 @@
 #                         what a benchmark script does first (below)
 #   bench_db              database "bench" with pmhash in the cluster
 #                         that pmh_cluster_start started
+#   bench_cluster NAME MODE CONF
+#                         build, start a throwaway cluster (stopped at
+#                         exit), and bench_db (below)
+#   bench_finish          end the report with the run time, print it,
+#                         exit with $STATUS
 #   bench_out_dir         the results directory of this run, created:
 #                         $PMHASH_BENCH_OUT, else test/bench/results/<date>
 #                         (ignored by git; results/latest/ is kept); fails
@@ -51,6 +56,30 @@ bench_setup() {
 bench_db() {
 	"${PMH_CL_PSQL[@]}" -d postgres -c 'CREATE DATABASE bench' || pmh_die "CREATE DATABASE failed"
 	"${PMH_CL_PSQL[@]}" -d bench -c 'CREATE EXTENSION pmhash' || pmh_die "CREATE EXTENSION pmhash failed"
+}
+
+# bench_cluster NAME MODE CONF: build pmhash (unless
+# PMHASH_BENCH_SKIP_BUILD), start the throwaway cluster NAME with pools in
+# MODE ("file" or "emulated") and the postgresql.conf lines CONF plus
+# $PMHASH_BENCH_CONF, stop it at exit (unless PMHASH_BENCH_KEEP), and
+# create database "bench" in it; dies on failure
+bench_cluster() {
+	pmh_cluster_build "$LOGDIR" "${PMHASH_BENCH_SKIP_BUILD:-}"
+	[ "$PMH_CL_HAVE_PMHASH" = 1 ] || pmh_die "pmhash did not build: nothing to compare"
+	PMH_CL_KEEP=${PMHASH_BENCH_KEEP:-}
+	trap pmh_cluster_stop EXIT
+	trap 'trap "" INT TERM; echo interrupted >&2; exit 130' INT TERM
+	pmh_cluster_start "$1" "$2" "$LOGDIR" "$3
+${PMHASH_BENCH_CONF:-}"
+	bench_db
+}
+
+# bench_finish: add the run time to the report $MD, print it, and exit
+# with $STATUS
+bench_finish() {
+	printf '\nRun time %s s.\n' "$(pmh_elapsed "$T_START")" >>"$MD"
+	cat "$MD"
+	exit "$STATUS"
 }
 
 bench_out_dir() {

@@ -212,8 +212,5 @@ last=${THREADS##* }
 		R=$(bench_ratio "$(m pmhash insert "$t")" "$(m dash insert "$t")")
 		echo "| insert, $t thread(s), vs Dash-EH | >= 2.0 | $R | $(bench_verdict "$R" '>=' 2.0) |"
 	done
-	echo
-	echo "Run time $(pmh_elapsed "$T_START") s."
 } >"$MD"
-cat "$MD"
-exit "$STATUS"
+bench_finish

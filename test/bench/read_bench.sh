@@ -46,17 +46,9 @@ CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2 8}
 MODE=${PMHASH_BENCH_MODE:-file}
 AMS=(pmhash hash btree)
 
-pmh_cluster_build "$LOGDIR" "${PMHASH_BENCH_SKIP_BUILD:-}"
-[ "$PMH_CL_HAVE_PMHASH" = 1 ] || pmh_die "pmhash did not build: nothing to compare"
-PMH_CL_KEEP=${PMHASH_BENCH_KEEP:-}
-trap pmh_cluster_stop EXIT
-trap 'trap "" INT TERM; echo interrupted >&2; exit 130' INT TERM
-pmh_cluster_start pmhread "$MODE" "$LOGDIR" "shared_buffers = '1GB'
+bench_cluster pmhread "$MODE" "shared_buffers = '1GB'
 max_connections = 40
-pmhash.shared_memory = '$((256 + ROWS * 40 / 1048576))MB'
-${PMHASH_BENCH_CONF:-}"
-
-bench_db
+pmhash.shared_memory = '$((256 + ROWS * 40 / 1048576))MB'"
 sql() { "${PMH_CL_PSQL[@]}" -d bench "$@"; }
 
 printf 'metric\tam\tvalue\tunit\n' >"$TSV"
@@ -204,8 +196,5 @@ val() { printf '%s' "${V["$1|$2"]:-}"; }
 		W=$(val select_c8_samples_pmhash_lock pmhash)
 		echo "| select-only, 8 clients: samples waiting on pmhash locks | 0 | $W | $([ "$W" = 0 ] && echo met || echo missed) |"
 	done
-	echo
-	echo "Run time $(pmh_elapsed "$T_START") s."
 } >"$MD"
-cat "$MD"
-exit "$STATUS"
+bench_finish

@@ -51,18 +51,10 @@ PGB_ROUNDS=${PMHASH_BENCH_PGBENCH_ROUNDS:-3}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2}
 MODE=${PMHASH_BENCH_MODE:-file}
 
-pmh_cluster_build "$LOGDIR" "${PMHASH_BENCH_SKIP_BUILD:-}"
-[ "$PMH_CL_HAVE_PMHASH" = 1 ] || pmh_die "pmhash did not build: nothing to compare"
-PMH_CL_KEEP=${PMHASH_BENCH_KEEP:-}
-trap pmh_cluster_stop EXIT
-trap 'trap "" INT TERM; echo interrupted >&2; exit 130' INT TERM
-pmh_cluster_start pmhunique "$MODE" "$LOGDIR" "shared_buffers = '1GB'
+bench_cluster pmhunique "$MODE" "shared_buffers = '1GB'
 max_wal_size = '8GB'
 checkpoint_timeout = '30min'
-pmhash.shared_memory = '$((256 + ROWS * 40 / 1048576))MB'
-${PMHASH_BENCH_CONF:-}"
-
-bench_db
+pmhash.shared_memory = '$((256 + ROWS * 40 / 1048576))MB'"
 sql() { "${PMH_CL_PSQL[@]}" -d bench "$@"; }
 
 printf 'metric\tam\tvalue\tunit\n' >"$TSV"
