@@ -848,9 +848,9 @@ extern void pmhash_sweep_orphans(void);
 /* pmhashtwophase.c: pools of prepared transactions' storages */
 extern bool pmhash_storage_gone(const RelFileNode *node, bool empty_is_gone);
 extern void pmhash_twophase_note_gid(const char *gid);
-extern void pmhash_twophase_forget_gid(void);
+extern void pmhash_twophase_end(bool prepared);
 extern void pmhash_twophase_prepare(void);
-extern void pmhash_twophase_finish(const char *gid);
+extern void pmhash_twophase_finish(void);
 extern void pmhash_twophase_sweep(void);
 extern void pmhash_copy_db_pools(Oid srcdb, Oid dstdb);
 

@@ -207,15 +207,17 @@ pmhash_xact_callback(XactEvent event, void *arg)
 		case XACT_EVENT_PRE_PREPARE:
 			/* block-copied storages get their pools, as at commit */
 			pmhash_pre_commit();
-			pmhash_twophase_prepare();
 			pmhash_log_flush_all(false);
 			pmhash_log_wal_all();
+			/* last: nothing of pmhash's fails after it */
+			pmhash_twophase_prepare();
 			break;
 		case XACT_EVENT_COMMIT:
 			pmhash_log_xact_end();
 			pmhash_stats_publish_all(false);
 			pmhash_remove_pools(true);
 			pmhash_local_sweep();
+			pmhash_twophase_end(false);
 			break;
 		case XACT_EVENT_ABORT:
 			/* an aborted transaction's unflushed entries never touch PMem */
@@ -223,10 +225,10 @@ pmhash_xact_callback(XactEvent event, void *arg)
 			pmhash_stats_publish_all(false);
 			pmhash_remove_pools(false);
 			pmhash_local_sweep();
-			pmhash_twophase_forget_gid();
+			pmhash_twophase_end(false);
 			break;
 		case XACT_EVENT_PREPARE:
-			pmhash_twophase_forget_gid();
+			pmhash_twophase_end(true);
 			pmhash_log_xact_end();
 			pmhash_stats_publish_all(false);
 			break;
@@ -484,7 +486,7 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 	if (IsA(parsetree, TransactionStmt) &&
 		(((TransactionStmt *) parsetree)->kind == TRANS_STMT_COMMIT_PREPARED ||
 		 ((TransactionStmt *) parsetree)->kind == TRANS_STMT_ROLLBACK_PREPARED))
-		pmhash_twophase_finish(((TransactionStmt *) parsetree)->gid);
+		pmhash_twophase_finish();
 
 	if (OidIsValid(dropped_db))
 	{

@@ -12,18 +12,23 @@
  *
  *	- PREPARE TRANSACTION (XACT_EVENT_PRE_PREPARE, before the prepare
  *	  record) writes a state file, <pool_dir>/twophase/<xid>, naming the
- *	  transaction (xid, GID, database) and every storage with a pool that
- *	  it would delete at commit or at abort, and makes it durable;
+ *	  transaction (full xid, GID when known, database) and the pool key of
+ *	  every storage with a pool that it would delete at commit or at
+ *	  abort, and makes it durable; if the PREPARE fails after that, the
+ *	  abort callback removes the file;
  *	- after COMMIT PREPARED or ROLLBACK PREPARED ran (ProcessUtility), the
- *	  state file of that GID is read, and each of its storages whose
- *	  relation file PostgreSQL has deleted loses its pool (logged for
- *	  standbys, as at a plain commit) and its shared state; then the state
- *	  file goes;
+ *	  state files of the database's transactions that have ended are
+ *	  resolved: each storage whose relation file PostgreSQL has deleted
+ *	  loses its pool (logged for standbys, as at a plain commit) and its
+ *	  shared state; then the state file goes.  A failure there is a
+ *	  WARNING: the transaction has ended, and the next resolution retries;
  *	- a crash between the end of the prepared transaction and that leaves
  *	  the state file (and maybe pools without relation files): the first
  *	  background worker run of the database after the next start resolves
- *	  the state files of transactions that are no longer prepared the same
- *	  way, before its sweep of orphan pools.
+ *	  it the same way, before its sweep of orphan pools.  So does the next
+ *	  COMMIT/ROLLBACK PREPARED statement in the database for transactions
+ *	  that a logical-replication apply worker prepared and finished (it
+ *	  calls PostgreSQL's functions directly, past ProcessUtility).
  *
  * Which storages lose their pools is decided by their relation files, not
  * by the outcome: PostgreSQL has deleted exactly those of the outcome's
@@ -40,6 +45,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/storage.h"
@@ -47,8 +53,10 @@
 #include "miscadmin.h"
 #include "port/pg_crc32c.h"
 #include "storage/fd.h"
+#include "storage/lmgr.h"
 #include "storage/procarray.h"
 #include "utils/memutils.h"
+#include "utils/resowner.h"
 
 #include "pmhash.h"
 #include "pmhash_xlog.h"
@@ -56,36 +64,33 @@
 #define PMHASH_TWOPHASE_DIR		"twophase"
 #define PMHASH_TWOPHASE_MAGIC	0x504D3250	/* "PM2P" */
 
-/* a state file: this header, the GID, then nstorages PmhashTwoPhaseStorage */
+/* a state file: this header, the GID, then nstorages PmhashKey */
 typedef struct PmhashTwoPhaseHeader
 {
 	uint32		magic;
-	TransactionId xid;
 	Oid			dbid;
+	FullTransactionId fxid;
 	uint32		gidlen;
 	uint32		nstorages;
 	pg_crc32c	crc;			/* of the rest of the file */
+	uint32		pad;
 } PmhashTwoPhaseHeader;
-
-/* a storage of a prepared transaction: its relation file and pool key */
-typedef struct PmhashTwoPhaseStorage
-{
-	RelFileNode node;
-	PmhashKey	key;
-} PmhashTwoPhaseStorage;
 
 /* a state file read back */
 typedef struct PmhashTwoPhaseState
 {
-	TransactionId xid;
+	FullTransactionId fxid;
 	Oid			dbid;
 	char	   *gid;
 	int			nstorages;
-	PmhashTwoPhaseStorage *storages;
+	PmhashKey  *storages;
 } PmhashTwoPhaseState;
 
 /* the GID of the PREPARE TRANSACTION that runs now (TopMemoryContext) */
 static char *pmhash_prepare_gid = NULL;
+
+/* the state file this transaction's PREPARE wrote, until it is prepared */
+static char pmhash_prepare_file[MAXPGPATH] = "";
 
 /* the state directory, or a state file in it */
 static void
@@ -130,6 +135,15 @@ pmhash_storage_gone(const RelFileNode *node, bool empty_is_gone)
 	return true;
 }
 
+/* the relation file of a pool key of this database */
+static void
+pmhash_twophase_node(const PmhashKey *key, RelFileNode *node)
+{
+	node->spcNode = OidIsValid(key->spcid) ? key->spcid : MyDatabaseTableSpace;
+	node->dbNode = key->dbid;
+	node->relNode = key->relnode;
+}
+
 /* remember the GID of a PREPARE TRANSACTION statement (ProcessUtility) */
 void
 pmhash_twophase_note_gid(const char *gid)
@@ -139,18 +153,28 @@ pmhash_twophase_note_gid(const char *gid)
 	pmhash_prepare_gid = MemoryContextStrdup(TopMemoryContext, gid);
 }
 
-/* the transaction ended or was prepared: forget its GID */
+/*
+ * The transaction was prepared (prepared: its state file stays) or rolled
+ * back (its PREPARE failed after the file was written: the file goes).
+ */
 void
-pmhash_twophase_forget_gid(void)
+pmhash_twophase_end(bool prepared)
 {
+	if (!prepared && pmhash_prepare_file[0] != '\0' &&
+		unlink(pmhash_prepare_file) != 0 && errno != ENOENT)
+		ereport(WARNING,
+				(errcode_for_file_access(),
+				 errmsg("could not remove pmhash state file \"%s\": %m",
+						pmhash_prepare_file)));
+	pmhash_prepare_file[0] = '\0';
 	if (pmhash_prepare_gid != NULL)
 		pfree(pmhash_prepare_gid);
 	pmhash_prepare_gid = NULL;
 }
 
-/* add the storages of one pending-delete list that have pools */
+/* add the pool keys of one pending-delete list's storages that have pools */
 static int
-pmhash_twophase_collect(bool forCommit, PmhashTwoPhaseStorage **out, int n)
+pmhash_twophase_collect(bool forCommit, PmhashKey **out, int n)
 {
 	RelFileNode *nodes;
 	int			count = smgrGetPendingDeletes(forCommit, &nodes);
@@ -163,10 +187,9 @@ pmhash_twophase_collect(bool forCommit, PmhashTwoPhaseStorage **out, int n)
 		pmhash_key_for_node(&nodes[i], &key);
 		if (!pmhash_pool_exists(&key))
 			continue;
-		*out = *out == NULL ? palloc(sizeof(PmhashTwoPhaseStorage)) :
-			repalloc(*out, sizeof(PmhashTwoPhaseStorage) * (n + 1));
-		(*out)[n].node = nodes[i];
-		(*out)[n].key = key;
+		*out = *out == NULL ? palloc(sizeof(PmhashKey)) :
+			repalloc(*out, sizeof(PmhashKey) * (n + 1));
+		(*out)[n] = key;
 		n++;
 	}
 	if (nodes)
@@ -183,9 +206,9 @@ pmhash_twophase_collect(bool forCommit, PmhashTwoPhaseStorage **out, int n)
 void
 pmhash_twophase_prepare(void)
 {
-	PmhashTwoPhaseStorage *storages = NULL;
+	PmhashKey  *storages = NULL;
 	PmhashTwoPhaseHeader hdr;
-	TransactionId xid = GetTopTransactionIdIfAny();
+	const char *gid = pmhash_prepare_gid != NULL ? pmhash_prepare_gid : "";
 	char		dir[MAXPGPATH];
 	char		path[MAXPGPATH];
 	char		tmp[MAXPGPATH];
@@ -198,39 +221,39 @@ pmhash_twophase_prepare(void)
 	n = pmhash_twophase_collect(false, &storages, n);
 	if (n == 0)
 		return;
-	if (!TransactionIdIsValid(xid) || pmhash_prepare_gid == NULL)
-		elog(ERROR, "pmhash: PREPARE of a transaction with index storage but no transaction ID or GID");
 
 	memset(&hdr, 0, sizeof(hdr));
 	hdr.magic = PMHASH_TWOPHASE_MAGIC;
-	hdr.xid = xid;
 	hdr.dbid = MyDatabaseId;
-	hdr.gidlen = (uint32) strlen(pmhash_prepare_gid);
+	/* (storage was created or dropped: the transaction has an xid) */
+	hdr.fxid = GetTopFullTransactionId();
+	hdr.gidlen = (uint32) Min(strlen(gid), GIDSIZE);
 	hdr.nstorages = (uint32) n;
 	INIT_CRC32C(hdr.crc);
-	COMP_CRC32C(hdr.crc, pmhash_prepare_gid, hdr.gidlen);
-	COMP_CRC32C(hdr.crc, storages, sizeof(PmhashTwoPhaseStorage) * n);
+	COMP_CRC32C(hdr.crc, gid, hdr.gidlen);
+	COMP_CRC32C(hdr.crc, storages, sizeof(PmhashKey) * n);
 	FIN_CRC32C(hdr.crc);
 
 	pmhash_twophase_path(dir, sizeof(dir), NULL);
-	if (mkdir(dir, S_IRWXU) != 0 && errno != EEXIST)
-		ereport(ERROR,
-				(errcode_for_file_access(),
-				 errmsg("could not create pmhash directory \"%s\": %m", dir),
-				 errhint("PREPARE TRANSACTION of a transaction that creates or drops a pmhash index's storage writes there.")));
-	snprintf(name, sizeof(name), "%u", xid);
+	if (mkdir(dir, S_IRWXU) == 0)
+		(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+	snprintf(name, sizeof(name), "%u", XidFromFullTransactionId(hdr.fxid));
 	pmhash_twophase_path(path, sizeof(path), name);
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	errno = 0;
 	fd = OpenTransientFile(tmp, O_WRONLY | O_CREAT | O_TRUNC | PG_BINARY);
 	ok = fd >= 0 &&
 		write(fd, &hdr, sizeof(hdr)) == sizeof(hdr) &&
-		write(fd, pmhash_prepare_gid, hdr.gidlen) == (ssize_t) hdr.gidlen &&
-		write(fd, storages, sizeof(PmhashTwoPhaseStorage) * n) ==
-		(ssize_t) (sizeof(PmhashTwoPhaseStorage) * n) &&
+		write(fd, gid, hdr.gidlen) == (ssize_t) hdr.gidlen &&
+		write(fd, storages, sizeof(PmhashKey) * n) == (ssize_t) (sizeof(PmhashKey) * n) &&
 		pg_fsync(fd) == 0;
+	if (!ok && errno == 0)
+		errno = ENOSPC;			/* a short write */
 	if (fd >= 0 && CloseTransientFile(fd) != 0)
 		ok = false;
-	if (!ok || durable_rename(tmp, path, ERROR) != 0)
+	if (ok && durable_rename(tmp, path, LOG) != 0)
+		ok = false;
+	if (!ok)
 	{
 		int			save_errno = errno;
 
@@ -239,10 +262,12 @@ pmhash_twophase_prepare(void)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not write pmhash state file \"%s\" of prepared transaction \"%s\": %m",
-						path, pmhash_prepare_gid),
+						path, gid),
 				 errdetail("The transaction creates or drops the storage of %d pmhash index(es).", n),
 				 errhint("Free space in pmhash.pool_dir, or commit the transaction without PREPARE.")));
 	}
+	/* (removed by the abort callback if the PREPARE fails after this) */
+	strlcpy(pmhash_prepare_file, path, sizeof(pmhash_prepare_file));
 	pfree(storages);
 }
 
@@ -269,33 +294,38 @@ pmhash_twophase_read(const char *path)
 	st = palloc0(sizeof(PmhashTwoPhaseState));
 	ok = read(fd, &hdr, sizeof(hdr)) == sizeof(hdr) &&
 		hdr.magic == PMHASH_TWOPHASE_MAGIC &&
-		hdr.gidlen < 1024 && hdr.nstorages < 1000000;
+		hdr.gidlen <= GIDSIZE && hdr.nstorages < 1000000;
 	if (ok)
 	{
-		st->xid = hdr.xid;
+		st->fxid = hdr.fxid;
 		st->dbid = hdr.dbid;
 		st->nstorages = (int) hdr.nstorages;
 		st->gid = palloc0(hdr.gidlen + 1);
-		st->storages = palloc(sizeof(PmhashTwoPhaseStorage) * Max(hdr.nstorages, 1));
+		st->storages = palloc(sizeof(PmhashKey) * Max(hdr.nstorages, 1));
 		ok = read(fd, st->gid, hdr.gidlen) == (ssize_t) hdr.gidlen &&
-			read(fd, st->storages, sizeof(PmhashTwoPhaseStorage) * hdr.nstorages) ==
-			(ssize_t) (sizeof(PmhashTwoPhaseStorage) * hdr.nstorages);
+			read(fd, st->storages, sizeof(PmhashKey) * hdr.nstorages) ==
+			(ssize_t) (sizeof(PmhashKey) * hdr.nstorages);
 	}
 	if (ok)
 	{
 		INIT_CRC32C(crc);
 		COMP_CRC32C(crc, st->gid, hdr.gidlen);
-		COMP_CRC32C(crc, st->storages, sizeof(PmhashTwoPhaseStorage) * hdr.nstorages);
+		COMP_CRC32C(crc, st->storages, sizeof(PmhashKey) * hdr.nstorages);
 		FIN_CRC32C(crc);
 		ok = EQ_CRC32C(crc, hdr.crc);
 	}
 	CloseTransientFile(fd);
 	if (!ok)
 	{
+		/* (it was written through a rename: only damage makes it so) */
 		ereport(WARNING,
 				(errcode(ERRCODE_DATA_CORRUPTED),
-				 errmsg("pmhash state file \"%s\" is corrupt; ignored", path),
+				 errmsg("pmhash state file \"%s\" is corrupt; removed", path),
 				 errhint("Pools it named are removed at the next start if their indexes are gone.")));
+		if (unlink(path) != 0 && errno != ENOENT)
+			ereport(WARNING,
+					(errcode_for_file_access(),
+					 errmsg("could not remove pmhash state file \"%s\": %m", path)));
 		return NULL;
 	}
 	return st;
@@ -315,12 +345,15 @@ pmhash_twophase_resolve(PmhashTwoPhaseState *st, const char *path)
 	pmhash_backend_init();
 	for (i = 0; i < st->nstorages; i++)
 	{
-		if (!pmhash_storage_gone(&st->storages[i].node, true))
+		RelFileNode node;
+
+		pmhash_twophase_node(&st->storages[i], &node);
+		if (!pmhash_storage_gone(&node, true))
 			continue;
-		pmhash_forget(&st->storages[i].key);
-		if (pmhash_pool_unlink(&st->storages[i].key))
+		pmhash_forget(&st->storages[i]);
+		if (pmhash_pool_unlink(&st->storages[i]))
 		{
-			pmhash_xlog_drop(&st->storages[i].key);
+			pmhash_xlog_drop(&st->storages[i]);
 			removed++;
 		}
 	}
@@ -337,16 +370,42 @@ pmhash_twophase_resolve(PmhashTwoPhaseState *st, const char *path)
 	pmhash_twophase_path(dir, sizeof(dir), NULL);
 	(void) fsync_fname_ext(dir, true, true, WARNING);
 	elog(DEBUG1, "pmhash: prepared transaction \"%s\" (%u) ended; %d pool(s) removed",
-		 st->gid, st->xid, removed);
+		 st->gid, XidFromFullTransactionId(st->fxid), removed);
 }
 
 /*
- * Visit the state files: those of transaction gid (if not NULL), or else
- * of database dbid whose transactions are no longer prepared; resolve
- * each.
+ * Has the transaction of a state file ended, and PostgreSQL deleted the
+ * storages of its outcome?  Prepared transactions are in progress (also
+ * after a restart).  One that is not may still be deleting its files
+ * (FinishPreparedTransaction leaves the procarray first): its lock on its
+ * xid goes after that, so wait for it.  An xid older than the oldest one
+ * still in the commit log has ended long ago (and must not be looked up);
+ * a prepared transaction holds that horizon back.
+ */
+static bool
+pmhash_twophase_ended(const PmhashTwoPhaseState *st)
+{
+	FullTransactionId next = ReadNextFullTransactionId();
+	TransactionId xid = XidFromFullTransactionId(st->fxid);
+
+	if (FullTransactionIdFollowsOrEquals(st->fxid, next))
+		return false;			/* (not possible: a file from the future) */
+	if (U64FromFullTransactionId(next) - U64FromFullTransactionId(st->fxid) >=
+		(uint64) MaxTransactionId / 2 ||
+		TransactionIdPrecedes(xid, ShmemVariableCache->oldestXid))
+		return true;
+	if (TransactionIdIsInProgress(xid))
+		return false;
+	XactLockTableWait(xid, NULL, NULL, XLTW_None);
+	return true;
+}
+
+/*
+ * Resolve the state files of this database whose transactions have
+ * ended.
  */
 static void
-pmhash_twophase_visit(const char *gid, Oid dbid)
+pmhash_twophase_visit(void)
 {
 	char		dir[MAXPGPATH];
 	DIR		   *d;
@@ -369,8 +428,7 @@ pmhash_twophase_visit(const char *gid, Oid dbid)
 		st = pmhash_twophase_read(path);
 		if (st == NULL)
 			continue;
-		if ((gid != NULL ? strcmp(st->gid, gid) == 0 : st->dbid == dbid) &&
-			!TransactionIdIsInProgress(st->xid))
+		if (st->dbid == MyDatabaseId && pmhash_twophase_ended(st))
 			pmhash_twophase_resolve(st, path);
 		pfree(st->gid);
 		pfree(st->storages);
@@ -380,13 +438,42 @@ pmhash_twophase_visit(const char *gid, Oid dbid)
 }
 
 /*
- * After COMMIT PREPARED or ROLLBACK PREPARED of gid succeeded
- * (ProcessUtility): the pools of the storages it deleted go.
+ * After COMMIT PREPARED or ROLLBACK PREPARED succeeded (ProcessUtility;
+ * it runs in the database of the prepared transaction): the pools of the
+ * storages it deleted go, and those of any other ended transaction of the
+ * database.  The transaction has ended whatever happens here, so a
+ * failure is a WARNING; the next resolution retries.
  */
 void
-pmhash_twophase_finish(const char *gid)
+pmhash_twophase_finish(void)
 {
-	pmhash_twophase_visit(gid, InvalidOid);
+	MemoryContext cxt = CurrentMemoryContext;
+	ResourceOwner owner = CurrentResourceOwner;
+
+	BeginInternalSubTransaction(NULL);
+	MemoryContextSwitchTo(cxt);
+	PG_TRY();
+	{
+		pmhash_twophase_visit();
+		ReleaseCurrentSubTransaction();
+	}
+	PG_CATCH();
+	{
+		ErrorData  *edata;
+
+		MemoryContextSwitchTo(cxt);
+		edata = CopyErrorData();
+		FlushErrorState();
+		RollbackAndReleaseCurrentSubTransaction();
+		ereport(WARNING,
+				(errmsg("could not remove the pools of a prepared transaction's pmhash storages: %s",
+						edata->message),
+				 errdetail("The prepared transaction has ended; its pools are removed at the next COMMIT or ROLLBACK PREPARED in this database, or at the next start.")));
+		FreeErrorData(edata);
+	}
+	PG_END_TRY();
+	MemoryContextSwitchTo(cxt);
+	CurrentResourceOwner = owner;
 }
 
 /*
@@ -397,5 +484,5 @@ pmhash_twophase_finish(const char *gid)
 void
 pmhash_twophase_sweep(void)
 {
-	pmhash_twophase_visit(NULL, MyDatabaseId);
+	pmhash_twophase_visit();
 }

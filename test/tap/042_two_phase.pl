@@ -14,6 +14,7 @@ use strict;
 use warnings;
 
 use File::Copy;
+use Time::HiRes;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -24,6 +25,7 @@ $node->append_conf('postgresql.conf', qq{
 shared_preload_libraries = 'pmhash'
 max_prepared_transactions = 10
 autovacuum = off
+pmhash.prewarm = on
 });
 $node->start;
 $node->safe_psql('postgres', q{
@@ -139,8 +141,8 @@ is(pools($node), expected_pools(), 'primary: one pool per index');
 is(pools($standby), pools($node), 'the standby removed the pools too');
 
 # --- a crash after COMMIT PREPARED, before the pool went: the state file
-# and the pool are put back as they were before, then the next start
-# resolves them
+# and the pool are put back as they were before the statement, the server
+# crashes, and the next start resolves the state file
 $node->safe_psql('postgres', q{
 	CREATE INDEX t_k4 ON t USING pmhash (k);
 	BEGIN; DROP INDEX t_k4; PREPARE TRANSACTION 'x1'});
@@ -153,9 +155,9 @@ closedir($d);
 copy("$tpdir/$sf", "$tpdir/../saved_state") or die;
 copy($node->data_dir . "/pmhash/$dboid/$poolfile", "$tpdir/../saved_pool") or die;
 $node->safe_psql('postgres', q{COMMIT PREPARED 'x1'});
-$node->stop;
 move("$tpdir/../saved_state", "$tpdir/$sf") or die;
 move("$tpdir/../saved_pool", $node->data_dir . "/pmhash/$dboid/$poolfile") or die;
+$node->stop('immediate');
 $node->start;
 $node->safe_psql('postgres', q{SELECT 1});
 ok($node->poll_query_until('postgres', qq{
@@ -166,19 +168,43 @@ ok($node->poll_query_until('postgres', qq{
 	WHERE f = '$poolfile'}), '... and removed the pool of the dropped index');
 is(pools($node), expected_pools(), 'one pool per index');
 
-# --- a prepared transaction's pools survive the start's orphan sweep
+# --- a prepared transaction's pools survive the start's orphan sweep (the
+# prewarm worker logs its first run of the database after the sweep)
 $node->safe_psql('postgres', q{
 	BEGIN; CREATE INDEX t_k5 ON t USING pmhash (k); PREPARE TRANSACTION 'k1'});
+my $log_offset = -s $node->logfile;
 $node->restart;
-$node->safe_psql('postgres', q{SELECT pg_sleep(0.5)});
+my $swept = 0;
+for (1 .. 300)
+{
+	if (slurp_file($node->logfile, $log_offset) =~ /pmhash prewarm: database $dboid:/)
+	{
+		$swept = 1;
+		last;
+	}
+	Time::HiRes::usleep(100_000);
+}
+ok($swept, 'the first worker run after the restart swept the database');
 $node->safe_psql('postgres', q{COMMIT PREPARED 'k1'});
 is(pools($node), expected_pools(), 'the prepared CREATE INDEX kept its pool across the restart');
 is($node->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;
 	SELECT count(*) FROM t WHERE k = 1999}), '1', 'and the index answers');
 
+# --- a PREPARE that fails after its state file was written (a GID in
+# use) leaves no state file
+$node->safe_psql('postgres', q{
+	CREATE TABLE other (k int4);
+	BEGIN; INSERT INTO other VALUES (1); PREPARE TRANSACTION 'dup'});
+my ($r0, $o0, $e0) = $node->psql('postgres', q{
+	BEGIN; CREATE INDEX t_k7 ON t USING pmhash (k); PREPARE TRANSACTION 'dup'});
+like($e0, qr/transaction identifier "dup" is already in use/, 'a PREPARE with a GID in use fails');
+is(state_files(), 0, 'and leaves no state file');
+is(pools($node), expected_pools(), 'nor a pool');
+$node->safe_psql('postgres', q{ROLLBACK PREPARED 'dup'});
+
 # --- PREPARE fails cleanly when its state file cannot be written
-rmdir($tpdir);
+ok(rmdir($tpdir), 'the state directory is empty');
 open(my $fh, '>', $tpdir) or die;
 close($fh);
 my ($ret, $out, $err) = $node->psql('postgres', q{
