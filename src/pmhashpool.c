@@ -215,10 +215,111 @@ pmhash_epoch_init(bool reinit)
 }
 
 /*
+ * Make sure the pool directory belongs to this cluster, and say so in it.
+ * Pool files are named by database and relfilenode, which another cluster
+ * hands out just the same: two clusters sharing a pool directory would
+ * take over each other's pools.  The file PMHASH_OWNER names the data
+ * directory that uses the pool directory (its system identifier, device
+ * and inode, and path).  A pool directory inside the data directory (the
+ * default) travels with it: a copy of the data directory (a base backup,
+ * a clone) owns the copy, and the file is simply rewritten.  Elsewhere a
+ * pool directory that names another data directory refuses the start.
+ */
+static void
+pmhash_pool_dir_claim(void)
+{
+	char		path[MAXPGPATH];
+	char		tmp[MAXPGPATH];
+	char		want[MAXPGPATH + 96];
+	char		have[MAXPGPATH + 96];
+	char	   *realdata;
+	char	   *realpool;
+	ControlFileData *cf;
+	bool		crc_ok;
+	struct stat st;
+	unsigned long long sysid;
+	unsigned long long o_sysid;
+	unsigned long long o_dev;
+	unsigned long long o_ino;
+	size_t		dlen;
+	bool		inside;
+	FILE	   *f;
+	int			fd;
+	int			len;
+
+	cf = get_controlfile(DataDir, &crc_ok);
+	sysid = (unsigned long long) cf->system_identifier;
+	pfree(cf);
+	realdata = realpath(DataDir, NULL);
+	realpool = realpath(pmhash_pool_dir, NULL);
+	if (stat(DataDir, &st) != 0 || realdata == NULL || realpool == NULL)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not resolve the data directory or pmhash pool directory \"%s\": %m",
+						pmhash_pool_dir)));
+	dlen = strlen(realdata);
+	inside = strncmp(realpool, realdata, dlen) == 0 && realpool[dlen] == '/';
+	len = snprintf(want, sizeof(want), "%llu %llu %llu %s\n", sysid,
+				   (unsigned long long) st.st_dev,
+				   (unsigned long long) st.st_ino, realdata);
+	len = Min(len, (int) sizeof(want) - 1);
+	free(realpool);
+
+	snprintf(path, sizeof(path), "%s/PMHASH_OWNER", pmhash_pool_dir);
+	f = fopen(path, "r");
+	if (f != NULL)
+	{
+		bool		same;
+
+		have[0] = '\0';
+		if (fgets(have, sizeof(have), f) == NULL)
+			have[0] = '\0';
+		fclose(f);
+		if (strcmp(have, want) == 0)
+		{
+			free(realdata);
+			return;
+		}
+		same = sscanf(have, "%llu %llu %llu", &o_sysid, &o_dev, &o_ino) == 3 &&
+			o_sysid == sysid && o_dev == (unsigned long long) st.st_dev &&
+			o_ino == (unsigned long long) st.st_ino;
+		if (!same && !inside)
+		{
+			char	   *o_path = strchr(have, ' ');
+
+			o_path = o_path ? strchr(o_path + 1, ' ') : NULL;
+			o_path = o_path ? strchr(o_path + 1, ' ') : NULL;
+			if (o_path)
+				o_path[strcspn(o_path, "\n")] = '\0';
+			ereport(FATAL,
+					(errcode(ERRCODE_OBJECT_IN_USE),
+					 errmsg("pmhash pool directory \"%s\" belongs to another cluster",
+							pmhash_pool_dir),
+					 errdetail("Its owner file names the data directory \"%s\" (system identifier %llu); this server's is \"%s\" (system identifier %llu).",
+							   o_path ? o_path + 1 : "?", o_sysid, realdata, sysid),
+					 errhint("Give each cluster its own pmhash.pool_dir. If that cluster is gone for good, remove \"%s\"; this server then replaces the pools it finds there.",
+							 path)));
+		}
+	}
+
+	/* claim it (also a moved data directory whose pools came along) */
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			  S_IRUSR | S_IWUSR);
+	if (fd < 0 || write(fd, want, len) != len || pg_fsync(fd) != 0 ||
+		close(fd) != 0 || rename(tmp, path) != 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not write pmhash owner file \"%s\": %m", path)));
+	(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+	free(realdata);
+}
+
+/*
  * Called by the postmaster at start and after every crash
  * reinitialisation: create pmhash.pool_dir (0700) if it does not exist yet,
- * refuse to start with something unusable there, and set up the pool epoch
- * and the crash count.
+ * refuse to start with something unusable there or with another cluster's
+ * pool directory, and set up the pool epoch and the crash count.
  */
 void
 pmhash_pool_dir_init(void)
@@ -232,6 +333,8 @@ pmhash_pool_dir_init(void)
 				 errmsg("pmhash pool directory \"%s\" is not writable: %m",
 						pmhash_pool_dir),
 				 errhint("Set pmhash.pool_dir to a directory the server can write and restart.")));
+	if (!started)
+		pmhash_pool_dir_claim();
 	pmhash_epoch_init(started);
 	pmhash_boot_id_init();
 	started = true;

@@ -7,7 +7,8 @@
 # configured directory may be a symlink to a directory (like pg_wal), but a
 # symlink planted in place of a database's pool directory is refused, as is
 # a database directory the server cannot write: a clear ERROR at CREATE
-# INDEX, nothing created, and everything works again once it is fixed.
+# INDEX, nothing created, and everything works again once it is fixed; a
+# second cluster pointed at the same pool directory refuses to start.
 
 use strict;
 use warnings;
@@ -130,4 +131,30 @@ chmod(0700, "$base/target/$otheroid") or die;
 is($ret, 0, 'once it is writable again CREATE INDEX works');
 
 $node->stop;
+
+# a pool directory belongs to one cluster: a second cluster pointed at this
+# one's refuses to start, saying why, and takes nothing over; once the
+# owner file is gone (its cluster gone for good), it may claim it
+my $node2 = PostgreSQL::Test::Cluster->new('pooldir2');
+$node2->init;
+$node2->append_conf('postgresql.conf',
+	"shared_preload_libraries = 'pmhash'\npmhash.pool_dir = '$base/link'\n");
+ok(!$node2->start(fail_ok => 1),
+	'a second cluster on the same pool directory does not start');
+$log = slurp_file($node2->logfile);
+like($log, qr/FATAL:  pmhash pool directory "[^"]*" belongs to another cluster/,
+	'saying that it belongs to another cluster');
+like($log, qr/DETAIL:  Its owner file names the data directory "[^"]*pooldir_data[^"]*"/,
+	'naming that cluster');
+like($log, qr/HINT:  Give each cluster its own pmhash.pool_dir/, 'and what to do');
+$node->start;
+is($node->safe_psql('postgres', q{
+	SET enable_seqscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM u WHERE k = 42}), '1', 'the first cluster keeps its pools');
+$node->stop;
+unlink("$base/target/PMHASH_OWNER") or die;
+ok($node2->start(fail_ok => 1), 'without the owner file the second cluster starts');
+$node2->stop;
+ok(!$node->start(fail_ok => 1), 'and then the first one refuses it');
+
 done_testing();
