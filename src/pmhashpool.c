@@ -141,6 +141,29 @@ pmhash_last_run_crashed(void)
 }
 
 /*
+ * Replace a small file of the pool directory (what: its name in messages)
+ * durably: through a temporary file, fsync and rename, then an fsync of
+ * the directory.  Postmaster start only: a failure is FATAL.
+ */
+static void
+pmhash_write_dir_file(const char *path, const char *buf, int len,
+					  const char *what)
+{
+	char		tmp[MAXPGPATH];
+	int			fd;
+
+	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
+	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
+			  S_IRUSR | S_IWUSR);
+	if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0 ||
+		close(fd) != 0 || rename(tmp, path) != 0)
+		ereport(FATAL,
+				(errcode_for_file_access(),
+				 errmsg("could not write pmhash %s file \"%s\": %m", what, path)));
+	(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+}
+
+/*
  * Read the epoch file of the pool directory and update it.
  *
  * The epoch advances when the server starts from a base backup.  A base
@@ -195,20 +218,9 @@ pmhash_epoch_init(bool reinit)
 
 	if (dirty)
 	{
-		char		tmp[MAXPGPATH];
-		int			fd;
-		int			len;
+		int			len = snprintf(buf, sizeof(buf), "%u %llu\n", epoch, crashes);
 
-		snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-		len = snprintf(buf, sizeof(buf), "%u %llu\n", epoch, crashes);
-		fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-				  S_IRUSR | S_IWUSR);
-		if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0 ||
-			close(fd) != 0 || rename(tmp, path) != 0)
-			ereport(FATAL,
-					(errcode_for_file_access(),
-					 errmsg("could not write pmhash epoch file \"%s\": %m", path)));
-		(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+		pmhash_write_dir_file(path, buf, len, "epoch");
 	}
 	pmhash_epoch = epoch;
 	pmhash_crash_count = crashes;
@@ -229,7 +241,6 @@ static void
 pmhash_pool_dir_claim(void)
 {
 	char		path[MAXPGPATH];
-	char		tmp[MAXPGPATH];
 	char		want[MAXPGPATH + 96];
 	char		have[MAXPGPATH + 96];
 	char	   *realdata;
@@ -244,7 +255,6 @@ pmhash_pool_dir_claim(void)
 	size_t		dlen;
 	bool		inside;
 	FILE	   *f;
-	int			fd;
 	int			len;
 
 	cf = get_controlfile(DataDir, &crc_ok);
@@ -303,15 +313,7 @@ pmhash_pool_dir_claim(void)
 	}
 
 	/* claim it (also a moved data directory whose pools came along) */
-	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
-	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
-			  S_IRUSR | S_IWUSR);
-	if (fd < 0 || write(fd, want, len) != len || pg_fsync(fd) != 0 ||
-		close(fd) != 0 || rename(tmp, path) != 0)
-		ereport(FATAL,
-				(errcode_for_file_access(),
-				 errmsg("could not write pmhash owner file \"%s\": %m", path)));
-	(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+	pmhash_write_dir_file(path, want, len, "owner");
 	free(realdata);
 }
 
