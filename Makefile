@@ -30,9 +30,11 @@ OBJS = \
 	src/pmhashlifecycle.o \
 	src/pmhashpage.o \
 	src/pmhashpool.o \
+	src/pmhashpooldir.o \
 	src/pmhashrebuild.o \
 	src/pmhashrecover.o \
 	src/pmhashredo.o \
+	src/pmhashscankey.o \
 	src/pmhashsearch.o \
 	src/pmhashread.o \
 	src/pmhashseglock.o \

@@ -595,6 +595,38 @@ extern void pmhash_upsert_executor_start(QueryDesc *queryDesc, int eflags,
 										 void (*start) (QueryDesc *, int));
 extern void pmhash_refuse_replica_identity(AlterTableStmt *stmt);
 
+/* the state of a scan (pmhashscankey.c makes its hashes, pmhashsearch.c
+ * looks them up) */
+typedef struct PmhashScanOpaqueData
+{
+	bool		valid;			/* have the TIDs been collected? */
+	bool		empty;			/* the keys cannot match anything */
+	uint64	   *hashes;			/* distinct hashes to look up, sorted */
+	int			nhashes;
+	uint64		hash1;			/* storage of a single scalar key's hash */
+	MemoryContext keycxt;		/* array keys' hashes, made on first need
+								 * (pmhash_scan_keycxt); reset by rescan */
+	bool		keycxt_used;
+	uint64	   *tags;			/* tag words found, room for cap */
+	ItemPointerData *tids;		/* the TIDs to return, room for cap */
+	int			ntids;
+	int			next;
+	int			cap;
+	BlockNumber heap_nblocks;	/* heap length as last seen */
+	MemoryContext scancxt;		/* the scan's: lives as long as it */
+	/* checking rows in the scan (pmhash_tid_check) */
+	bool		check_pred;		/* must this round's predicate be checked? */
+	bool		check_key;		/* does the scan compare keys itself? */
+	EState	   *pred_estate;	/* NULL until first needed */
+	ExprState  *pred;			/* the partial index's predicate, or NULL */
+	IndexInfo  *pred_ii;		/* to compute keys */
+	TupleTableSlot *pred_slot;
+	struct IndexFetchTableData *pred_fetch;	/* pins the last TID's heap page */
+	SnapshotData pred_dirty;	/* a dirty scan's own, for the check */
+} PmhashScanOpaqueData;
+
+typedef PmhashScanOpaqueData *PmhashScanOpaque;
+
 /* pmhashsearch.c */
 extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);
 extern void pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
@@ -631,13 +663,17 @@ extern bool pmhashvalidate(Oid opclassoid);
 extern void pmhashadjustmembers(Oid opfamilyoid, Oid opclassoid,
 								List *operators, List *functions);
 
+/* pmhashpooldir.c: the pool directory, its owner, epoch and crash count */
+extern void pmhash_ensure_dir(const char *path, bool top);
+extern void pmhash_pool_dir_init(void);
+extern uint32 pmhash_epoch;
+extern uint64 pmhash_crash_count;
+extern bool pmhash_started_from_backup;
+
 /* pmhashpool.c: pool files */
 extern void pmhash_key_for_node(const RelFileNode *node, PmhashKey *key);
 extern void pmhash_key_for_rel(Relation rel, PmhashKey *key);
 extern void pmhash_pool_path(const PmhashKey *key, char *path, size_t len);
-extern void pmhash_pool_dir_init(void);
-extern uint64 pmhash_crash_count;
-extern bool pmhash_started_from_backup;
 extern uint64 pmhash_new_pool_id(void);
 extern void pmhash_pool_create(Relation index, uint64 pool_id,
 							   PmhashLocal *local, uint64 state_flags);

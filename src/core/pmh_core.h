@@ -155,7 +155,7 @@ typedef struct PmhPoolHeader
 	uint64		log_offset;
 	uint32		log_lines;
 	uint32		timeline;		/* WAL timeline the pool was created on */
-	uint32		epoch;			/* pool directory epoch, see pmhashpool.c */
+	uint32		epoch;			/* pool directory epoch, see pmhashpooldir.c */
 	uint32		flags;
 	uint32		checksum;		/* CRC-32C of everything before this field */
 } PmhPoolHeader;
@@ -164,7 +164,7 @@ typedef struct PmhPoolHeader
  * The pool's mutable state: one cache line in the header page, after the
  * header (which is written once, at creation, and checksummed).
  *
- * crash_count is the server's count of crashes (see pmhashpool.c) when the
+ * crash_count is the server's count of crashes (see pmhashpooldir.c) when the
  * pool was last opened.  When an open finds it behind, a crash happened
  * while the pool may have been in use, and the pool may hold entries whose
  * heap insert never reached the WAL: their heap slot can be reused by a row
