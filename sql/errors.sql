@@ -96,6 +96,7 @@ DROP ROLE regress_pmhash_owner;
 SET pmhash.pool_dir = '/tmp';
 SET pmhash.shared_memory = '1GB';
 SET pmhash.max_indexes = 10;
+SET pmhash.max_shared_memory = '1GB';
 SET pmhash.media_buffer_lines = 10;
 -- bad values are rejected with the valid range (and nothing is written)
 ALTER SYSTEM SET pmhash.shared_memory = '512kB';
@@ -103,6 +104,8 @@ ALTER SYSTEM SET pmhash.shared_memory = '3TB';
 ALTER SYSTEM SET pmhash.shared_memory = 'lots';
 ALTER SYSTEM SET pmhash.max_indexes = 0;
 ALTER SYSTEM SET pmhash.max_indexes = 100000;
+ALTER SYSTEM SET pmhash.max_shared_memory = -2;
+ALTER SYSTEM SET pmhash.max_shared_memory = 'lots';
 ALTER SYSTEM SET pmhash.media_buffer_lines = -1;
 ALTER SYSTEM SET pmhash.media_buffer_lines = 1025;
 ALTER SYSTEM SET pmhash.track_media_reads = 'maybe';

@@ -29,7 +29,8 @@ PG_MODULE_MAGIC;
 
 char	   *pmhash_pool_dir = NULL;
 int			pmhash_shared_memory_mb = 128;
-int			pmhash_max_indexes = 256;
+int			pmhash_max_shared_memory_mb = -1;
+int			pmhash_max_indexes = 10000;
 bool		pmhash_preloaded = false;
 
 static relopt_kind pmhash_relopt_kind;
@@ -99,11 +100,23 @@ _PG_init(void)
 							GUC_UNIT_MB,
 							NULL, NULL, NULL);
 
+	DefineCustomIntVariable("pmhash.max_shared_memory",
+							"Limit to which pmhash's shared memory grows beyond pmhash.shared_memory.",
+							"Growth uses dynamic shared memory; -1 means a quarter of the "
+							"machine's physical memory, 0 means no growth.",
+							&pmhash_max_shared_memory_mb,
+							-1,
+							-1,
+							INT_MAX / 1024,
+							PGC_SIGHUP,
+							GUC_UNIT_MB,
+							NULL, NULL, NULL);
+
 	DefineCustomIntVariable("pmhash.max_indexes",
 							"Maximum number of pmhash index storages with state in shared memory.",
-							NULL,
+							"Each costs about 500 bytes of shared memory.",
 							&pmhash_max_indexes,
-							256,
+							10000,
 							1,
 							65536,
 							PGC_POSTMASTER,

@@ -85,6 +85,17 @@ typedef struct PmhashWritebackItem
 #define PMHASH_CHUNK_SEGS		16
 
 /*
+ * How PostgreSQL's DSA (utils/mmgr/dsa.c) composes a dsa_pointer with
+ * 64-bit pointers: a segment number above a 40-bit offset, at most 1024
+ * segments.  pmhash counts its allocations per segment (pmhashshmem.c).
+ */
+#if SIZEOF_DSA_POINTER != 8
+#error "pmhash needs 64-bit dsa_pointers"
+#endif
+#define PMHASH_DSA_OFFSET_WIDTH	40
+#define PMHASH_DSA_SEGMENTS		1024
+
+/*
  * Per-segment shared state: a lock and the core's volatile metadata.  After
  * a restart a primary segment's metadata (and its overflow chain's) is
  * loaded from the pool when the segment is first used ("loaded" false until
@@ -115,12 +126,65 @@ StaticAssertDecl(sizeof(PmhashSegSlot) == PMH_CACHELINE_BYTES,
  * setting up the slots at a restart touches only the first page of a
  * chunk, and a segment's metadata is first written when it is loaded or
  * taken (fresh pages of shared memory cost a page fault each).
+ *
+ * The first PMHASH_SMALL_CHUNKS chunks are shorter, for 2, 2, 4 and 8
+ * segments (their metadata arrays end early), so that a small index takes
+ * little shared memory; from segment 16 on every chunk holds 16.  Each is
+ * still larger than DSA's largest size class, so a page-aligned
+ * allocation.
  */
 typedef struct PmhashSegChunk
 {
 	PmhashSegSlot slot[PMHASH_CHUNK_SEGS];
 	PmhSegMeta	meta[PMHASH_CHUNK_SEGS];
 } PmhashSegChunk;
+
+#define PMHASH_SMALL_CHUNKS		4
+
+/* the chunk that holds segment segno */
+static inline uint32
+pmhash_chunk_no(uint32 segno)
+{
+	if (likely(segno >= PMHASH_CHUNK_SEGS))
+		return segno / PMHASH_CHUNK_SEGS + (PMHASH_SMALL_CHUNKS - 1);
+	return segno < 2 ? 0 : (uint32) pg_leftmost_one_pos32(segno);
+}
+
+/* segment segno's place in its chunk */
+static inline uint32
+pmhash_chunk_place(uint32 segno)
+{
+	if (likely(segno >= PMHASH_CHUNK_SEGS))
+		return segno % PMHASH_CHUNK_SEGS;
+	return segno < 2 ? segno : segno - (1U << pg_leftmost_one_pos32(segno));
+}
+
+/* how many segments chunk c holds */
+static inline uint32
+pmhash_chunk_segs(uint32 c)
+{
+	if (c >= PMHASH_SMALL_CHUNKS)
+		return PMHASH_CHUNK_SEGS;
+	return c == 0 ? 2 : 1U << c;
+}
+
+/* the size of chunk c */
+static inline size_t
+pmhash_chunk_bytes(uint32 c)
+{
+	return offsetof(PmhashSegChunk, meta) +
+		sizeof(PmhSegMeta) * pmhash_chunk_segs(c);
+}
+
+StaticAssertDecl(offsetof(PmhashSegChunk, meta) + 2 * sizeof(PmhSegMeta) > 8192,
+				 "the smallest chunk is a large (page-aligned) DSA allocation");
+
+/* the number of chunks that hold nsegments segments */
+static inline uint32
+pmhash_chunks_for(uint64 nsegments)
+{
+	return nsegments == 0 ? 0 : pmhash_chunk_no((uint32) (nsegments - 1)) + 1;
+}
 
 /*
  * A chunk is a large DSA allocation, which starts on a page: with the slots
@@ -307,7 +371,8 @@ typedef struct PmhashLocal
 {
 	PmhashKey	key;
 	uint64		generation;
-	int			fd;
+	uint64		pool_dev;		/* the mapped file (no descriptor is kept) */
+	uint64		pool_ino;
 	PmhPool		pool;
 	/* the backup-log line this backend appends to (valid for log_generation) */
 	int32		log_line;
@@ -331,18 +396,41 @@ typedef struct PmhashIndex
 } PmhashIndex;
 
 extern char *pmhash_dsa_base;
+extern size_t pmhash_dsa_inplace_bytes;
+extern pg_atomic_uint32 *pmhash_dsa_segments_added;
+extern uint32 pmhash_dsa_segments_seen;
+extern void *pmhash_dsa_address_slow(dsa_pointer dp);
+extern void pmhash_dsa_map_segments(void);
 
 /*
- * The address of pmhash's DSA memory in this backend.  The area lives in
- * place in the main shared memory and may not grow past it
- * (pmhash_shmem_startup_hook checks this), so every allocation is in its
- * first segment, whose dsa_pointers are offsets from the place: no need
- * for dsa_get_address's segment table on every access.
+ * The address of pmhash's DSA memory in this backend.  The area's first
+ * segment lives in place in the main shared memory, at the same address in
+ * every backend, and its dsa_pointers are offsets from the place: no need
+ * for dsa_get_address's segment table there.  Memory beyond it, in the
+ * dynamic shared memory segments the area grows into
+ * (pmhash.max_shared_memory), goes through dsa_get_address.
  */
 static inline void *
 pmhash_dsa_address(dsa_pointer dp)
 {
-	return DsaPointerIsValid(dp) ? pmhash_dsa_base + dp : NULL;
+	if (!DsaPointerIsValid(dp))
+		return NULL;
+	if (likely((dp >> PMHASH_DSA_OFFSET_WIDTH) == 0))
+		return pmhash_dsa_base + dp;
+	return pmhash_dsa_address_slow(dp);
+}
+
+/*
+ * Has the area grown segments this backend has not mapped yet?  Mapping one
+ * can fail (and allocates), so it is done before a critical section or a
+ * lookup without the lock can meet one: see pmhash_dsa_map_segments.
+ */
+static inline bool
+pmhash_dsa_unmapped_segments(void)
+{
+	return pmhash_dsa_segments_added != NULL &&
+		unlikely(pg_atomic_read_u32(pmhash_dsa_segments_added) !=
+				 pmhash_dsa_segments_seen);
 }
 
 /* is the index loaded, and mapped in this backend as it is now? */
@@ -353,10 +441,7 @@ pmhash_ready_here(const PmhashShared *shared, const PmhashLocal *local)
 		local->generation == shared->generation;
 }
 
-/*
- * The shared slots of segments [16 c, 16 c + 16): for loops over every
- * segment, which would otherwise look up the chunk table for each.
- */
+/* chunk c of the segments' shared slots and metadata */
 static inline PmhashSegChunk *
 pmhash_seg_chunk(PmhashIndex *idx, uint32 c)
 {
@@ -371,7 +456,7 @@ static inline PmhashSegSlot *
 pmhash_seg_slot(PmhashIndex *idx, uint32 segno)
 {
 	Assert(segno < idx->shared->nsegments);
-	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->slot[segno % PMHASH_CHUNK_SEGS];
+	return &pmhash_seg_chunk(idx, pmhash_chunk_no(segno))->slot[pmhash_chunk_place(segno)];
 }
 
 /*
@@ -382,7 +467,7 @@ static inline PmhSegMeta *
 pmhash_seg_meta(PmhashIndex *idx, uint32 segno)
 {
 	Assert(segno < idx->shared->nsegments);
-	return &pmhash_seg_chunk(idx, segno / PMHASH_CHUNK_SEGS)->meta[segno % PMHASH_CHUNK_SEGS];
+	return &pmhash_seg_chunk(idx, pmhash_chunk_no(segno))->meta[pmhash_chunk_place(segno)];
 }
 
 /*
@@ -465,6 +550,9 @@ static inline void
 pmhash_index_lock(PmhashShared *shared, LWLockMode mode)
 {
 	LWLockAcquire(&shared->lock, mode);
+	/* (what an exclusive holder allocated is mapped before anything starts) */
+	if (pmhash_dsa_unmapped_segments())
+		pmhash_dsa_map_segments();
 	if (mode == LW_EXCLUSIVE)
 		pmh_version_write_begin(&shared->ixversion);
 	else
@@ -545,6 +633,7 @@ typedef struct PmhashReadView
 extern char *pmhash_pool_dir;
 extern int	pmhash_shared_memory_mb;
 extern int	pmhash_max_indexes;
+extern int	pmhash_max_shared_memory_mb;
 extern bool pmhash_preloaded;
 
 /* pmhash.c */

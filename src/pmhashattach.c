@@ -277,15 +277,15 @@ pmhash_load(PmhashIndex *idx)
 		PmhashSegSlot *slot;
 		PmhSegHeader *h;
 
-		if (i % PMHASH_CHUNK_SEGS == 0)
-			chunk = pmhash_seg_chunk(idx, (uint32) (i / PMHASH_CHUNK_SEGS));
+		if (pmhash_chunk_place((uint32) i) == 0)
+			chunk = pmhash_seg_chunk(idx, pmhash_chunk_no((uint32) i));
 		if (roles[i] == PMH_SEG_FREE)
 			continue;
-		slot = &chunk->slot[i % PMHASH_CHUNK_SEGS];
+		slot = &chunk->slot[pmhash_chunk_place((uint32) i)];
 		h = pmh_seg_header(&local->pool, (uint32) i);
 		if (roles[i] == PMH_SEG_LOG)
 		{
-			pmh_meta_reset(&chunk->meta[i % PMHASH_CHUNK_SEGS], h->word);
+			pmh_meta_reset(&chunk->meta[pmhash_chunk_place((uint32) i)], h->word);
 			slot->meta_valid = true;
 		}
 		else if (roles[i] == PMH_SEG_PRIMARY)

@@ -226,7 +226,8 @@ pmhash_wp_error(void *arg, PmhWpStatus status, const char *what, bool fatal)
 				 errmsg("backup log of pmhash index \"%s\" is full",
 						RelationGetRelationName(idx->rel)),
 				 errdetail("All %u lines are held by other sessions.",
-						   pmhash_log_nlines(idx->shared)),
+						   idx->shared->log.fixed_lines +
+						   idx->shared->log.nexts * PMH_LOG_EXT_LINES),
 				 errhint("Reduce the number of sessions inserting into the index at once.")));
 	if (fatal)
 		START_CRIT_SECTION();
@@ -340,6 +341,7 @@ pmhash_log_init_shared(PmhashIndex *idx)
 	uint32		nexts = 0;
 	PmhashSegChunk *chunk = NULL;
 	PmhWriter	w;
+	uint32		fixed;
 	uint32		i;
 
 	pmhash_log_free_shared(shared);
@@ -357,11 +359,11 @@ pmhash_log_init_shared(PmhashIndex *idx)
 	{
 		uint64		word;
 
-		if (i % PMHASH_CHUNK_SEGS == 0)
-			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
-		if (!chunk->slot[i % PMHASH_CHUNK_SEGS].meta_valid)
+		if (pmhash_chunk_place((uint32) i) == 0)
+			chunk = pmhash_seg_chunk(idx, pmhash_chunk_no((uint32) i));
+		if (!chunk->slot[pmhash_chunk_place((uint32) i)].meta_valid)
 			continue;
-		word = chunk->meta[i % PMHASH_CHUNK_SEGS].word;
+		word = chunk->meta[pmhash_chunk_place((uint32) i)].word;
 
 		if (pmh_segword_is_valid(word) && pmh_segword_is_log(word))
 		{
@@ -370,14 +372,27 @@ pmhash_log_init_shared(PmhashIndex *idx)
 		}
 	}
 	shared->log.nexts = nexts;
+
+	/*
+	 * The fixed log's lines past those the pool uses are unusable, their
+	 * states never change after pmh_wp_log_init marks them so: all their
+	 * chunks are one allocation (the last chunk pointer), written alike.
+	 */
+	fixed = ((const PmhPoolHeader *) idx->local->pool.base)->log_lines;
 	for (i = 0; i < pmhash_log_nlines(shared) / PMH_LOG_CHUNK; i++)
 	{
-		chunks[i] = pmhash_shared_alloc(shared, sizeof(PmhLogChunk));
-		pmh_wp_chunk_init(pmhash_dsa_address(chunks[i]));
+		if (i > fixed / PMH_LOG_CHUNK && i < PMH_LOG_LINES / PMH_LOG_CHUNK)
+			chunks[i] = chunks[i - 1];
+		else
+		{
+			chunks[i] = pmhash_shared_alloc(shared, sizeof(PmhLogChunk));
+			pmh_wp_chunk_init(pmhash_dsa_address(chunks[i]));
+		}
 	}
 	idx->local->pool.log_ext_segs = exts;
 	pmhash_writer(idx, &w);
-	pmh_wp_log_init(&w, PMH_LOG_LINES, PMH_LOG_MAX_EXTS);
+	/* (a pool made before PMH_LOG_LINES_SMALL uses the whole fixed log) */
+	pmh_wp_log_init(&w, fixed, PMH_LOG_MAX_EXTS);
 }
 
 /* give back the backup-log state's shared memory */
@@ -389,17 +404,33 @@ pmhash_log_free_shared(PmhashShared *shared)
 		dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
 		uint32		i;
 
+		dsa_pointer dp;
+
+		/*
+		 * Each pointer is forgotten before its memory is freed (a failure
+		 * half way leaks rather than frees twice); a chunk shared by a run
+		 * of pointers is freed at the run's end.
+		 */
 		for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
-			if (DsaPointerIsValid(chunks[i]))
-				pmhash_shared_free(shared, chunks[i], sizeof(PmhLogChunk));
-		pmhash_shared_free(shared, shared->logchunks,
+		{
+			dp = chunks[i];
+			chunks[i] = InvalidDsaPointer;
+			if (DsaPointerIsValid(dp) &&
+				(i == PMHASH_LOG_MAX_CHUNKS - 1 || chunks[i + 1] != dp))
+				pmhash_shared_free(shared, dp, sizeof(PmhLogChunk));
+		}
+		dp = shared->logchunks;
+		shared->logchunks = InvalidDsaPointer;
+		pmhash_shared_free(shared, dp,
 						   sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
 	}
 	if (DsaPointerIsValid(shared->logexts))
-		pmhash_shared_free(shared, shared->logexts,
-						   sizeof(uint32) * PMH_LOG_MAX_EXTS);
-	shared->logchunks = InvalidDsaPointer;
-	shared->logexts = InvalidDsaPointer;
+	{
+		dsa_pointer dp = shared->logexts;
+
+		shared->logexts = InvalidDsaPointer;
+		pmhash_shared_free(shared, dp, sizeof(uint32) * PMH_LOG_MAX_EXTS);
+	}
 	shared->log.nexts = 0;
 }
 

@@ -201,14 +201,21 @@ pmhash_xact_callback(XactEvent event, void *arg)
 			/* the collecting logs reach the pool before the commit record */
 			pmhash_log_flush_all(false);
 			pmhash_log_wal_all();
-			/* allocate now what the commit callback needs: no ERROR there */
+			/*
+			 * Allocate now what the commit callback needs: no ERROR there.
+			 * That includes mapping the DSM segments the shared memory grew
+			 * into (the frees of a DROP read what is in them).
+			 */
 			pmhash_backend_init();
+			pmhash_dsa_map_segments();
 			break;
 		case XACT_EVENT_PRE_PREPARE:
 			/* block-copied storages get their pools, as at commit */
 			pmhash_pre_commit();
 			pmhash_log_flush_all(false);
 			pmhash_log_wal_all();
+			pmhash_backend_init();
+			pmhash_dsa_map_segments();
 			/* last: nothing of pmhash's fails after it */
 			pmhash_twophase_prepare();
 			break;

@@ -69,7 +69,11 @@ pmhash_report_io_error(Relation index, const char *what)
 					what, RelationGetRelationName(index))));
 }
 
-/* map a pool file (already open as fd) of len bytes into local */
+/*
+ * Map a pool file of len bytes into local.  No descriptor stays open: a
+ * backend may map thousands of pools (one per partition); the mapped file
+ * is remembered by device and inode (pmhash_pool_grow).
+ */
 static void
 pmhash_map(Relation index, const char *path, PmhashLocal *local, size_t len)
 {
@@ -77,7 +81,10 @@ pmhash_map(Relation index, const char *path, PmhashLocal *local, size_t len)
 	int			is_pmem;
 	void	   *addr;
 
+	/* (libpmem opens the file for the call) */
+	ReserveExternalFD();
 	addr = pmem_map_file(path, 0, 0, 0, &mapped_len, &is_pmem);
+	ReleaseExternalFD();
 	if (addr == NULL)
 		ereport(ERROR,
 				(errcode_for_file_access(),
@@ -106,7 +113,7 @@ pmhash_map(Relation index, const char *path, PmhashLocal *local, size_t len)
 static int
 pmhash_open_nofollow(const char *path, struct stat *st)
 {
-	int			fd = open(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
+	int			fd = OpenTransientFile(path, O_RDWR | O_NOFOLLOW | O_CLOEXEC);
 
 	if (fd < 0)
 		return -1;
@@ -114,17 +121,37 @@ pmhash_open_nofollow(const char *path, struct stat *st)
 	{
 		int			save = errno;
 
-		close(fd);
+		CloseTransientFile(fd);
 		errno = save;
 		return -1;
 	}
 	if (!S_ISREG(st->st_mode))
 	{
-		close(fd);
+		CloseTransientFile(fd);
 		errno = EINVAL;
 		return -1;
 	}
 	return fd;
+}
+
+/*
+ * Write n bytes of buf at offset off of fd, leaving out what falls in
+ * [hole_start, hole_end).  Returns false (errno set) if a write failed.
+ */
+static bool
+pmhash_write_around(int fd, const char *buf, ssize_t n, off_t off,
+					off_t hole_start, off_t hole_end)
+{
+	off_t		end = off + n;
+	off_t		a = Min(end, hole_start);
+	off_t		b = Max(off, hole_end);
+
+	errno = 0;
+	if (a > off && pwrite(fd, buf, a - off, off) != a - off)
+		return false;
+	if (end > b && pwrite(fd, buf + (b - off), end - b, b) != end - b)
+		return false;
+	return true;
 }
 
 /* a random, non-zero pool id */
@@ -153,6 +180,7 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
 	char		dir[MAXPGPATH];
 	PmhPoolHeader hdr;
 	size_t		len = pmh_pool_bytes(1);
+	struct stat st;
 	int			fd;
 	int			rc;
 
@@ -167,17 +195,26 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not remove stale pool file \"%s\": %m", path)));
-	fd = open(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			  S_IRUSR | S_IWUSR);
+	fd = OpenTransientFilePerm(path, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+							  S_IRUSR | S_IWUSR);
 	if (fd < 0)
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create pool file \"%s\" for pmhash index \"%s\": %m",
 						path, RelationGetRelationName(index))));
-	rc = posix_fallocate(fd, 0, len);
+	/*
+	 * The header page and the fixed log's lines in use, then the segment:
+	 * the rest of the fixed log region is never written, and stays a hole
+	 * (an empty index takes about 37 kB of disk rather than 545 kB).
+	 */
+	if (ftruncate(fd, (off_t) len) != 0)
+		rc = errno;
+	else if ((rc = posix_fallocate(fd, 0, PMH_LOG_OFFSET +
+								   (off_t) PMH_LOG_LINES_SMALL * PMH_LINE_BYTES)) == 0)
+		rc = posix_fallocate(fd, PMH_SEG_OFFSET, (off_t) (len - PMH_SEG_OFFSET));
 	if (rc != 0)
 	{
-		close(fd);
+		CloseTransientFile(fd);
 		unlink(path);
 		errno = rc;
 		ereport(ERROR,
@@ -185,7 +222,6 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
 				 errmsg("could not allocate pool file \"%s\" for pmhash index \"%s\": %m",
 						path, RelationGetRelationName(index))));
 	}
-	local->fd = fd;
 	local->pool.no_persist = 0;
 	/* persist at once until pmhash_writeback_setup says otherwise */
 	local->pool.lazy = 0;
@@ -193,6 +229,7 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
 
 	pmh_header_init(&hdr, pool_id, local->key.dbid, local->key.spcid,
 					local->key.relnode, RelationGetRelid(index));
+	hdr.log_lines = PMH_LOG_LINES_SMALL;
 	/* informational: the timeline is not known during recovery */
 	hdr.timeline = RecoveryInProgress() ? 0 : GetWALInsertionTimeLine();
 	hdr.epoch = pmhash_epoch;
@@ -208,6 +245,11 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
 	/* make the directory entry durable too */
 	if (pg_fsync(fd) != 0 || fsync_fname_ext(dir, true, true, ERROR) != 0)
 		pmhash_report_io_error(index, "sync");
+	if (fstat(fd, &st) != 0)
+		pmhash_report_io_error(index, "stat");
+	local->pool_dev = (uint64) st.st_dev;
+	local->pool_ino = (uint64) st.st_ino;
+	CloseTransientFile(fd);
 }
 
 /*
@@ -260,7 +302,7 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 	if (st.st_size >= (off_t) sizeof(hdr) &&
 		pread(fd, &hdr, sizeof(hdr), 0) != (ssize_t) sizeof(hdr))
 	{
-		close(fd);
+		CloseTransientFile(fd);
 		pmhash_report_io_error(index, "read");
 	}
 	status = pmh_header_validate(&hdr, (size_t) st.st_size);
@@ -271,7 +313,7 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 		status = PMH_HEADER_FOREIGN;
 	if (status != PMH_HEADER_OK)
 	{
-		close(fd);
+		CloseTransientFile(fd);
 		ereport(ERROR,
 				(errcode(ERRCODE_DATA_CORRUPTED),
 				 errmsg("pool file \"%s\" of pmhash index \"%s\" is not valid: %s",
@@ -280,8 +322,10 @@ pmhash_pool_open(Relation index, const PmhashKey *key, uint64 expect_pool_id,
 				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
 	}
 
+	CloseTransientFile(fd);
 	local->key = *key;
-	local->fd = fd;
+	local->pool_dev = (uint64) st.st_dev;
+	local->pool_ino = (uint64) st.st_ino;
 	local->pool.no_persist = 0;
 	/* persist at once until pmhash_writeback_setup says otherwise */
 	local->pool.lazy = 0;
@@ -338,7 +382,9 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 {
 	size_t		len = pmh_pool_bytes(nsegments);
 	size_t		old;
+	char		path[MAXPGPATH];
 	struct stat st;
+	int			fd;
 	int			rc;
 
 	/*
@@ -346,11 +392,25 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 	 * failed (out of shared memory) leaves zeroed, unused segments behind.
 	 * Never shrink it.
 	 */
-	if (fstat(local->fd, &st) != 0)
-		pmhash_report_io_error(index, "stat");
+	pmhash_pool_path(&local->key, path, sizeof(path));
+	fd = pmhash_open_nofollow(path, &st);
+	if (fd < 0)
+		pmhash_report_io_error(index, "open");
+	/* (replaced only with the index lock exclusive, and then remapped) */
+	if ((uint64) st.st_dev != local->pool_dev ||
+		(uint64) st.st_ino != local->pool_ino)
+	{
+		CloseTransientFile(fd);
+		ereport(ERROR,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pool file \"%s\" of pmhash index \"%s\" was replaced while in use",
+						path, RelationGetRelationName(index)),
+				 errhint("REINDEX INDEX %s;", RelationGetRelationName(index))));
+	}
 	old = (size_t) st.st_size;
 	if (old >= len)
 	{
+		CloseTransientFile(fd);
 		pmhash_pool_remap(index, local, len);
 		return;
 	}
@@ -360,17 +420,18 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 	 * segment), then reserve the blocks so that running out of space is an
 	 * error now rather than a SIGBUS later.
 	 */
-	if (ftruncate(local->fd, (off_t) len) != 0)
+	if (ftruncate(fd, (off_t) len) != 0)
 		rc = errno;
 	else
-		rc = posix_fallocate(local->fd, (off_t) old, (off_t) (len - old));
+		rc = posix_fallocate(fd, (off_t) old, (off_t) (len - old));
 	if (rc != 0)
 	{
-		if (ftruncate(local->fd, (off_t) old) != 0)
+		if (ftruncate(fd, (off_t) old) != 0)
 			ereport(WARNING,
 					(errcode_for_file_access(),
 					 errmsg("could not shrink pool of pmhash index \"%s\" back: %m",
 							RelationGetRelationName(index))));
+		CloseTransientFile(fd);
 		errno = rc;
 		ereport(ERROR,
 				(errcode(rc == ENOSPC || rc == EDQUOT || rc == EFBIG ?
@@ -379,7 +440,9 @@ pmhash_pool_grow(Relation index, PmhashLocal *local, uint64 nsegments)
 						RelationGetRelationName(index), len),
 				 errhint("Free space in pmhash.pool_dir.")));
 	}
-	if (fsync(local->fd) != 0)
+	rc = fsync(fd);
+	CloseTransientFile(fd);
+	if (rc != 0)
 		pmhash_report_io_error(index, "sync");
 	pmhash_pool_remap(index, local, len);
 }
@@ -415,9 +478,6 @@ pmhash_pool_close(PmhashLocal *local)
 		pmem_unmap(local->pool.base, local->pool.mapped_len);
 	local->pool.base = NULL;
 	local->pool.mapped_len = 0;
-	if (local->fd >= 0)
-		close(local->fd);
-	local->fd = -1;
 	local->generation = 0;
 }
 
@@ -468,7 +528,7 @@ pmhash_pool_open_head(const PmhashKey *key, PmhPoolHeader *hdr,
 	if (pread(fd, hdr, sizeof(*hdr), 0) != (ssize_t) sizeof(*hdr) ||
 		pmh_header_validate(hdr, (size_t) st->st_size) != PMH_HEADER_OK)
 	{
-		close(fd);
+		CloseTransientFile(fd);
 		return -1;
 	}
 	return fd;
@@ -494,7 +554,7 @@ pmhash_pool_read_head(const PmhashKey *key, PmhPoolHeader *hdr,
 		 pread(fd, pst, sizeof(*pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(*pst)) &&
 		(mark == NULL ||
 		 pread(fd, mark, sizeof(*mark), PMH_MARK_OFFSET) == (ssize_t) sizeof(*mark));
-	close(fd);
+	CloseTransientFile(fd);
 	return ok;
 }
 
@@ -544,7 +604,7 @@ pmhash_pool_mark_rebuild(const PmhashKey *key)
 		ok = pwrite(fd, &pst, sizeof(pst), PMH_STATE_OFFSET) == (ssize_t) sizeof(pst) &&
 			pg_fsync(fd) == 0;
 	}
-	close(fd);
+	CloseTransientFile(fd);
 	if (!ok && unlink(path) != 0 && errno != ENOENT)
 		ereport(WARNING,
 				(errcode_for_file_access(),
@@ -577,6 +637,7 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 	int			in;
 	int			out;
 	off_t		off = 0;
+	off_t		hole = PMH_SEG_OFFSET;
 	PmhPoolHeader *hdr;
 
 	pmhash_pool_path(from, src, sizeof(src));
@@ -594,17 +655,17 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 	{
 		int			save = errno;
 
-		close(in);
+		CloseTransientFile(in);
 		errno = save;
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not replace pool file \"%s\": %m", dst)));
 	}
-	out = open(dst, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
-			   S_IRUSR | S_IWUSR);
+	out = OpenTransientFilePerm(dst, O_RDWR | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC,
+							   S_IRUSR | S_IWUSR);
 	if (out < 0)
 	{
-		close(in);
+		CloseTransientFile(in);
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not create pool file \"%s\": %m", dst)));
@@ -627,13 +688,16 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 			/* the copy is synced whole below: nothing of it is deferred */
 			if (enableFsync && n >= PMH_MARK_OFFSET + (ssize_t) sizeof(PmhPoolMark))
 				memset(buf + PMH_MARK_OFFSET, 0, sizeof(PmhPoolMark));
+			/* the fixed log's unused lines stay a hole in the copy too */
+			if (n >= (ssize_t) sizeof(*hdr) && hdr->log_lines <= PMH_LOG_LINES)
+				hole = PMH_LOG_OFFSET + (off_t) hdr->log_lines * PMH_LINE_BYTES;
 		}
-		if (pwrite(out, buf, n, off) != n)
+		if (!pmhash_write_around(out, buf, n, off, hole, PMH_SEG_OFFSET))
 		{
 			int			save = errno;
 
-			close(in);
-			close(out);
+			CloseTransientFile(in);
+			CloseTransientFile(out);
 			unlink(dst);
 			errno = save == 0 ? ENOSPC : save;
 			ereport(ERROR,
@@ -644,17 +708,17 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 		off += n;
 	}
 	pfree(buf);
-	close(in);
+	CloseTransientFile(in);
 	if (off != st.st_size || pg_fsync(out) != 0)
 	{
-		close(out);
+		CloseTransientFile(out);
 		unlink(dst);
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not copy pool of pmhash index \"%s\" to \"%s\": %m",
 						indexname, dst)));
 	}
-	close(out);
+	CloseTransientFile(out);
 	(void) fsync_fname_ext(dir, true, true, ERROR);
 }
 

@@ -185,18 +185,18 @@ pmhash_readers_wait(void)
 static inline PmhashSegSlot *
 pmhash_view_slot(const PmhashReadView *v, uint32 segno)
 {
-	PmhashSegChunk *chunk = pmhash_dsa_address(v->chunks[segno / PMHASH_CHUNK_SEGS]);
+	PmhashSegChunk *chunk = pmhash_dsa_address(v->chunks[pmhash_chunk_no(segno)]);
 
-	return &chunk->slot[segno % PMHASH_CHUNK_SEGS];
+	return &chunk->slot[pmhash_chunk_place(segno)];
 }
 
 /* the metadata of segment segno, which the view covers */
 static inline PmhSegMeta *
 pmhash_view_meta_at(const PmhashReadView *v, uint32 segno)
 {
-	PmhashSegChunk *chunk = pmhash_dsa_address(v->chunks[segno / PMHASH_CHUNK_SEGS]);
+	PmhashSegChunk *chunk = pmhash_dsa_address(v->chunks[pmhash_chunk_no(segno)]);
 
-	return &chunk->meta[segno % PMHASH_CHUNK_SEGS];
+	return &chunk->meta[pmhash_chunk_place(segno)];
 }
 
 /*
@@ -245,6 +245,17 @@ pmhash_read_begin(Relation index, PmhashReadView *v)
 	v->local = local;
 	pmhash_reader_enter();
 	v->ixversion = pmh_version_read_begin(&shared->ixversion);
+	/*
+	 * Memory in a segment of the area that this backend has not mapped is
+	 * mapped outside the view, and the locked path taken this time (an
+	 * exclusive holder that allocated it changed the version after that).
+	 */
+	if (pmhash_dsa_unmapped_segments())
+	{
+		pmhash_reader_exit();
+		pmhash_dsa_map_segments();
+		return false;
+	}
 	if ((v->ixversion & 1) != 0 ||
 		shared->state != PMHASH_STATE_READY ||
 		shared->generation != local->generation ||

@@ -121,11 +121,11 @@ pmhash_log_recover(PmhashIndex *idx)
 		uint32		n = rf.count[i];
 		PmhashSegSlot *slot;
 
-		if (i % PMHASH_CHUNK_SEGS == 0)
-			chunk = pmhash_seg_chunk(idx, i / PMHASH_CHUNK_SEGS);
+		if (pmhash_chunk_place((uint32) i) == 0)
+			chunk = pmhash_seg_chunk(idx, pmhash_chunk_no((uint32) i));
 		if (n == 0)
 			continue;
-		slot = &chunk->slot[i % PMHASH_CHUNK_SEGS];
+		slot = &chunk->slot[pmhash_chunk_place((uint32) i)];
 		slot->rec_first = first;
 		slot->rec_count = n;
 		rf.count[i] = first;

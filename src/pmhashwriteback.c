@@ -33,6 +33,7 @@
 #include "catalog/pg_authid.h"
 #include "fmgr.h"
 #include "miscadmin.h"
+#include "storage/fd.h"
 #include "utils/acl.h"
 #include "utils/timestamp.h"
 
@@ -238,7 +239,7 @@ pmhash_writeback_one(const PmhashKey *key, uint64 pool_id)
 		return false;
 	if (hdr.pool_id != pool_id)
 	{
-		close(fd);
+		CloseTransientFile(fd);
 		return false;
 	}
 
@@ -301,7 +302,7 @@ failed:
 	}
 
 done:
-	close(fd);
+	CloseTransientFile(fd);
 	pmhash_stats_add_syncs(key, nsyncs, nsyncs * (uint64) st.st_size);
 	return cleared;
 }

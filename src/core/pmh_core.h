@@ -63,8 +63,16 @@
 #define PMH_MAX_DEPTH			48
 #define PMH_NO_SEGMENT			UINT32_MAX
 
-/* the backup log: whole lines, written by one backend at a time each */
+/*
+ * The backup log: whole lines, written by one backend at a time each.  The
+ * fixed log is a region of PMH_LOG_LINES lines, of which a pool uses the
+ * first PmhPoolHeader.log_lines (a multiple of 64); the rest is never
+ * written, and a new pool leaves it a hole in the file.  A pool made by
+ * pmh_header_init uses PMH_LOG_LINES; the server's new pools use
+ * PMH_LOG_LINES_SMALL and grow the log by log segments as the index grows.
+ */
 #define PMH_LOG_LINES			2048
+#define PMH_LOG_LINES_SMALL		64
 #define PMH_LOG_OFFSET			PMH_HEADER_BYTES
 #define PMH_LOG_BYTES			((size_t) PMH_LOG_LINES * PMH_LINE_BYTES)
 #define PMH_LOG_SLOTS			(PMH_LOG_LINES * PMH_BUCKET_SLOTS)

@@ -181,7 +181,8 @@ pmh_header_validate(const PmhPoolHeader *hdr, size_t file_len)
 		hdr->seg_bytes != PMH_SEG_BYTES ||
 		hdr->seg_offset != PMH_SEG_OFFSET ||
 		hdr->log_offset != PMH_LOG_OFFSET ||
-		hdr->log_lines != PMH_LOG_LINES)
+		hdr->log_lines == 0 || hdr->log_lines > PMH_LOG_LINES ||
+		hdr->log_lines % PMH_LOG_EXT_LINES != 0)
 		return PMH_HEADER_BAD_LAYOUT;
 	if (file_len < pmh_pool_bytes(1) ||
 		(file_len - PMH_SEG_OFFSET) % PMH_SEG_BYTES != 0)
@@ -478,12 +479,19 @@ pmh_pool_format(PmhPool *pool, const PmhPoolHeader *hdr)
 {
 	PmhSegHeader *seg;
 
-	memset(pool->base, 0, pmh_pool_bytes(1));
+	size_t		log_end = PMH_LOG_OFFSET + (size_t) hdr->log_lines * PMH_LINE_BYTES;
+
+	/* (the fixed log's lines past log_lines are never touched) */
+	memset(pool->base, 0, log_end);
+	memset(pool->base + PMH_SEG_OFFSET, 0, PMH_SEG_BYTES);
 	memcpy(pool->base, hdr, sizeof(*hdr));
 	seg = pmh_seg_header(pool, 0);
 	seg->word = pmh_segword_make(0, 0);
 	seg->ovf_next = 0;
-	return pmh_persist(pool, pool->base, pmh_pool_bytes(1));
+	/* the header last: a pool is what it says only once it is whole */
+	if (pmh_persist(pool, pool->base + PMH_SEG_OFFSET, PMH_SEG_BYTES) != 0)
+		return -1;
+	return pmh_persist(pool, pool->base, log_end);
 }
 
 /* set the state line of a new pool: no crash seen, opened at crash_count */

@@ -312,7 +312,15 @@ pmh_wp_reserve(PmhWriter *w, int n, uint32 *line, int *first)
 							   false);
 		if (!w->ops->index_exclusive(w->arg))
 			w->ops->relock(w->arg, true);
-		if (attempt == 0 && pmh_wp_should_grow(w))
+
+		/*
+		 * Grow the log when the index needs more lines, or when relocating
+		 * everything freed none: the lines are owned by other writers (a
+		 * session that inserted keeps its line until the line is full),
+		 * more of them than a small log has.
+		 */
+		if (log->nexts < log->max_exts &&
+			(attempt == 1 || pmh_wp_should_grow(w)))
 			st = w->ops->add_log_segment(w->arg) ? PMH_WP_OK : PMH_WP_NO_ROOM;
 		else
 			st = pmh_wp_relocate_all(w);

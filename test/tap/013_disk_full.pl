@@ -255,12 +255,13 @@ autovacuum = off
 	is($full->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
 		'0', 'full file system: the pool is consistent');
 
-	# CREATE INDEX cannot even create its pool
+	# CREATE INDEX cannot create its pool, or not grow it to the table's
+	# size (an empty pool takes 40 kB of disk)
 	my @before = glob("$dir/*/*.pool");
 	($ret, $out, $err) = $full->psql('postgres',
 		'CREATE INDEX many_k ON many USING pmhash (k)');
-	like($err, qr/ERROR:  could not allocate pool file "[^"]*" for pmhash index "many_k": No space left on device/,
-		'full file system: CREATE INDEX fails, naming file and index');
+	like($err, qr/ERROR:  could not (allocate pool file "[^"]*" for|extend pool of) pmhash index "many_k".*: No space left on device/,
+		'full file system: CREATE INDEX fails, naming the index and the reason');
 	my @after = glob("$dir/*/*.pool");
 	is(scalar(@after), scalar(@before), 'full file system: and leaves no pool behind');
 	is($full->safe_psql('postgres', q{SELECT count(*) FROM pg_class WHERE relname = 'many_k'}),

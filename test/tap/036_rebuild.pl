@@ -127,7 +127,8 @@ like($err, qr/conflicting key value violates exclusion constraint/,
 $node->backup('b');
 my $standby = PostgreSQL::Test::Cluster->new('standby');
 $standby->init_from_backup($node, 'b', has_streaming => 1);
-$standby->append_conf('postgresql.conf', "pmhash.shared_memory = 1MB\n");
+$standby->append_conf('postgresql.conf',
+	"pmhash.shared_memory = 1MB\npmhash.max_shared_memory = 0\n");
 $standby->start;
 ok($standby->poll_query_until('postgres',
 		q{SELECT NOT rebuilding FROM pmhash_rebuild_progress('t_k')}),

@@ -109,6 +109,7 @@ static const TestDef tests[] = {
 	{"optimistic_lookups", test_optimistic_lookups},
 	{"wp_reserve_release", test_wp_reserve_release},
 	{"wp_log_full", test_wp_log_full},
+	{"wp_log_grows_for_owners", test_wp_log_grows_for_owners},
 	{"wp_write_failure", test_wp_write_failure},
 	{"wp_vacuum", test_wp_vacuum},
 	{"wp_no_room", test_wp_no_room},

@@ -80,6 +80,7 @@ extern void test_torn_relocate_states(void);
 /* test_writepath.c: the core's write-path protocol and chain deletion */
 extern void test_wp_reserve_release(void);
 extern void test_wp_log_full(void);
+extern void test_wp_log_grows_for_owners(void);
 extern void test_wp_write_failure(void);
 extern void test_wp_vacuum(void);
 extern void test_wp_no_room(void);

@@ -47,6 +47,24 @@ test_header(void)
 	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1)) == PMH_HEADER_OK);
 	CHECK(pmh_header_validate(&h, pmh_pool_bytes(1000)) == PMH_HEADER_OK);
 
+	/* a fixed log of fewer lines: whole chunks of 64, at most the region */
+	b = h;
+	b.log_lines = PMH_LOG_LINES_SMALL;
+	b.checksum = pmh_header_checksum(&b);
+	CHECK(pmh_header_validate(&b, pmh_pool_bytes(1)) == PMH_HEADER_OK);
+	{
+		const uint32 bad[] = {0, PMH_LOG_LINES_SMALL + 1, 100,
+		PMH_LOG_LINES + PMH_LOG_EXT_LINES};
+
+		for (i = 0; i < (int) lengthof(bad); i++)
+		{
+			b.log_lines = bad[i];
+			b.checksum = pmh_header_checksum(&b);
+			CHECKF(pmh_header_validate(&b, pmh_pool_bytes(1)) ==
+				   PMH_HEADER_BAD_LAYOUT, "log_lines %u accepted", bad[i]);
+		}
+	}
+
 	/* truncated: shorter than the header, or not whole segments */
 	CHECK(pmh_header_validate(&h, 0) == PMH_HEADER_TRUNCATED);
 	CHECK(pmh_header_validate(&h, 100) == PMH_HEADER_TRUNCATED);
@@ -419,8 +437,11 @@ test_persist_stats(void)
 		   "pmem_map_file reported is_pmem = %d in the %s pass",
 		   tp.pool.is_pmem, S->pass);
 
-	/* formatting persisted the header and segment 0 in one call */
-	CHECK(st->persists == 1 && st->fences == 1);
+	/*
+	 * formatting persisted segment 0, then the header page and the fixed
+	 * log's lines in use (all of it for a pool of pmh_header_init)
+	 */
+	CHECK(st->persists == 2 && st->fences == 2);
 	CHECK(st->bytes == pmh_pool_bytes(1));
 	CHECK(st->cachelines == pmh_pool_bytes(1) / PMH_CACHELINE_BYTES);
 

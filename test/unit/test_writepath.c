@@ -141,6 +141,36 @@ test_wp_log_full(void)
 }
 
 /*
+ * Lines owned by other writers (a session keeps its line until the line is
+ * full) are not freed by relocating everything: a log with room to grow
+ * then grows, even when it has lines enough for the table, rather than
+ * report itself full.
+ */
+void
+test_wp_log_grows_for_owners(void)
+{
+	TPool		tp;
+	PmhWriter  *w;
+	uint32		line;
+	int			first;
+	uint32		l;
+
+	if (!tpool_create(&tp, "wp-owners", 4))
+		return;
+	tlog_setup(&tp, 128, 2);	/* more than 1.5 lines per primary + 64 */
+	w = tlog_writer(&tp);
+	for (l = 0; l < 128; l++)
+	{
+		pmh_wp_line(w, l)->owner = 7;
+		pmh_wp_note_line(w, l);
+	}
+	CHECK(pmh_wp_reserve(w, 1, &line, &first) == PMH_WP_OK);
+	CHECK(tp.log.nexts == 1 && line == PMH_LOG_LINES && first == 0);
+	CHECK(tp.wp_errors == 0 && tp.log.pending == 1);
+	tpool_close(&tp);
+}
+
+/*
  * A log write that cannot be persisted returns PMH_WP_IOERROR with errno,
  * not fatal, and gives its slots up; the next write works.  A failed
  * clearing of released slots is fatal or not as the caller says, and
