@@ -335,6 +335,18 @@ pmh_wp_reserve(PmhWriter *w, int n, uint32 *line, int *first)
 	*first = *w->own_used;
 	pmh_wp_mark_pending(w, *line, *first, n);
 	*w->own_used += n;
+
+	/*
+	 * A line this fills is given up at once, under the same lock, rather
+	 * than by pmh_wp_close_full_line after the placements: its slots are
+	 * pending, so nobody can take it before they are released.  (One log
+	 * lock round trip fewer per full flush.)
+	 */
+	if (*w->own_used >= PMH_BUCKET_SLOTS)
+	{
+		pmh_wp_disown(w, *line);
+		*w->own_line = -1;
+	}
 	w->ops->log_unlock(w->arg);
 	return PMH_WP_OK;
 }
