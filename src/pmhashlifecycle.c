@@ -37,7 +37,9 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/genam.h"
 #include "access/relation.h"
+#include "access/table.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
 #include "catalog/storage.h"
@@ -54,6 +56,7 @@
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relfilenodemap.h"
+#include "utils/snapmgr.h"
 #include "common/relpath.h"
 
 #include "pmhash.h"
@@ -366,18 +369,73 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 	PG_END_TRY();
 }
 
+/* a storage named by pg_class: its tablespace (0: the default) and file */
+typedef struct PmhashCatalogNode
+{
+	Oid			spc;
+	Oid			relnode;
+} PmhashCatalogNode;
+
 /*
- * Remove this database's orphan pools: pools whose index storage has no
- * relation file (neither its main fork nor, for an unlogged index on a
- * standby, its init fork).  A crash between a DROP's commit and the
- * removal of its pool leaves one; so does, on a standby, a primary that
- * crashed before it logged the removal, or a point-in-time recovery that
- * stopped right after the commit.  A pool is made after its storage's
- * file (ambuild, adoption, redo of CREATE after the file's own redo) and
- * removed before it (the commit and abort callbacks run before PostgreSQL
- * unlinks the files), so a pool without a file is never one that is being
- * made or used.  Run by the background worker once per database at every
- * start.
+ * The storages that pg_class names in this database, in any row that is
+ * live or that an unfinished (running or prepared) transaction inserted
+ * or deletes: a dirty snapshot.  Every pool is made after its storage's
+ * pg_class row, in the same transaction.
+ */
+static HTAB *
+pmhash_catalog_nodes(void)
+{
+	HASHCTL		info;
+	HTAB	   *nodes;
+	Relation	pg_class;
+	SysScanDesc scan;
+	SnapshotData dirty;
+	HeapTuple	tup;
+
+	memset(&info, 0, sizeof(info));
+	info.keysize = sizeof(PmhashCatalogNode);
+	info.entrysize = sizeof(PmhashCatalogNode);
+	info.hcxt = CurrentMemoryContext;
+	nodes = hash_create("pmhash catalog storages", 1024, &info,
+						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
+	InitDirtySnapshot(dirty);
+	pg_class = table_open(RelationRelationId, AccessShareLock);
+	scan = systable_beginscan(pg_class, InvalidOid, false, &dirty, 0, NULL);
+	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	{
+		Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
+		PmhashCatalogNode node;
+
+		if (!OidIsValid(form->relfilenode))
+			continue;
+		node.spc = form->reltablespace;
+		node.relnode = form->relfilenode;
+		(void) hash_search(nodes, &node, HASH_ENTER, NULL);
+	}
+	systable_endscan(scan);
+	table_close(pg_class, AccessShareLock);
+	return nodes;
+}
+
+/*
+ * Remove this database's orphan pools.  A pool is an orphan when its index
+ * storage has no relation file (neither its main fork nor, for an
+ * unlogged index on a standby, its init fork): a crash between a DROP's
+ * commit and the removal of its pool leaves one; so does, on a standby, a
+ * primary that crashed before it logged the removal, or a point-in-time
+ * recovery that stopped right after the commit.  A pool is made after its
+ * storage's file (ambuild, adoption, redo of CREATE after the file's own
+ * redo) and removed before it (the commit and abort callbacks run before
+ * PostgreSQL unlinks the files), so a pool without a file is never one
+ * that is being made or used.
+ *
+ * On a primary a pool is also an orphan when no pg_class row names its
+ * storage, even in a dirty snapshot (pmhash_catalog_nodes): a crash while
+ * the transaction that created the storage was open.  PostgreSQL keeps
+ * that relation file (8 kB for a pmhash index), and a pool can be large.
+ * A pool being made by a transaction running now has its row already.
+ *
+ * Run by the background worker once per database at every start.
  */
 void
 pmhash_sweep_orphans(void)
@@ -386,11 +444,14 @@ pmhash_sweep_orphans(void)
 	DIR		   *d;
 	struct dirent *de;
 	int			removed = 0;
+	HTAB	   *nodes = NULL;
 
 	pmhash_db_dir(MyDatabaseId, dir, sizeof(dir));
 	d = AllocateDir(dir);
 	if (d == NULL)
 		return;
+	if (!RecoveryInProgress())
+		nodes = pmhash_catalog_nodes();
 	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
 	{
 		RelFileNode rnode;
@@ -406,7 +467,14 @@ pmhash_sweep_orphans(void)
 		rnode.dbNode = MyDatabaseId;
 		rnode.relNode = relnode;
 		if (!pmhash_storage_gone(&rnode, false))
-			continue;
+		{
+			PmhashCatalogNode node;
+
+			node.spc = spc;
+			node.relnode = relnode;
+			if (nodes == NULL || hash_search(nodes, &node, HASH_FIND, NULL))
+				continue;
+		}
 		memset(&key, 0, sizeof(key));
 		key.dbid = MyDatabaseId;
 		key.spcid = spc;
@@ -416,6 +484,8 @@ pmhash_sweep_orphans(void)
 			removed++;
 	}
 	FreeDir(d);
+	if (nodes)
+		hash_destroy(nodes);
 	if (removed > 0)
 		ereport(LOG,
 				(errmsg("pmhash: removed %d orphan pool file(s) of database %u",

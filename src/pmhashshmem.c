@@ -77,6 +77,9 @@ LWLock	   *pmhash_writeback_lock = NULL;
 
 /* serialises frees with pmhash_dsa_map_segments */
 static LWLock *pmhash_dsa_free_lock = NULL;
+
+/* serialises pmhash_forget: see there */
+static LWLock *pmhash_forget_lock = NULL;
 static HTAB *pmhash_htab = NULL;
 static dsa_area *pmhash_area = NULL;	/* this backend's attachment */
 static dsa_area *pmhash_pm_area = NULL; /* the postmaster's (creator's) */
@@ -159,7 +162,7 @@ pmhash_shmem_request_hook(void)
 	if (prev_shmem_request_hook)
 		prev_shmem_request_hook();
 	RequestAddinShmemSpace(pmhash_shmem_size());
-	RequestNamedLWLockTranche("pmhash", 3);
+	RequestNamedLWLockTranche("pmhash", 4);
 	RequestNamedLWLockTranche(PMHASH_UNIQUE_TRANCHE, PMHASH_UNIQUE_LOCKS);
 }
 
@@ -224,6 +227,7 @@ pmhash_shmem_startup_hook(void)
 	pmhash_htab_lock = &(GetNamedLWLockTranche("pmhash"))[0].lock;
 	pmhash_writeback_lock = &(GetNamedLWLockTranche("pmhash"))[1].lock;
 	pmhash_dsa_free_lock = &(GetNamedLWLockTranche("pmhash"))[2].lock;
+	pmhash_forget_lock = &(GetNamedLWLockTranche("pmhash"))[3].lock;
 
 	memset(&info, 0, sizeof(info));
 	info.keysize = sizeof(PmhashKey);
@@ -935,18 +939,31 @@ pmhash_forget(const PmhashKey *key)
 		return;
 	pmhash_local_forget(key);
 
+	/*
+	 * Two backends may forget one storage at once (sessions that both
+	 * resolve a prepared transaction's state file).  Between finding the
+	 * entry and taking its lock, the other one could remove it, and a new
+	 * storage reuse it (and initialise the lock being waited for): forgets
+	 * take turns.  Lock order: forget lock, index lock, hash-table lock.
+	 */
+	LWLockAcquire(pmhash_forget_lock, LW_EXCLUSIVE);
 	shared = pmhash_shared_entry_if_any(key);
 	if (shared == NULL)
+	{
+		LWLockRelease(pmhash_forget_lock);
 		return;
+	}
 	pmhash_backend_init();		/* to free DSA memory */
 
 	/*
 	 * Nobody can start using a dropped storage, but a backend that attached
 	 * before the drop (e.g. pmhash_stats on an index that REINDEX
 	 * CONCURRENTLY is dropping) may still hold the index lock: wait for it.
-	 * The lock order is index lock, then hash-table lock.
+	 * Not through pmhash_index_lock, which maps new DSM segments: that can
+	 * fail, and this runs in the commit and abort callbacks.
 	 */
-	pmhash_index_lock(shared, LW_EXCLUSIVE);
+	LWLockAcquire(&shared->lock, LW_EXCLUSIVE);
+	pmh_version_write_begin(&shared->ixversion);
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
 	pmhash_free_shared(shared);
 	shared->generation = pmhash_next_generation();
@@ -958,6 +975,7 @@ pmhash_forget(const PmhashKey *key)
 	/* (before the entry can be reused: nobody finds it meanwhile) */
 	pmhash_index_unlock(shared);
 	LWLockRelease(pmhash_htab_lock);
+	LWLockRelease(pmhash_forget_lock);
 }
 
 /*

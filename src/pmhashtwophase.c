@@ -286,9 +286,11 @@ pmhash_twophase_read(const char *path)
 
 	if (fd < 0)
 	{
-		ereport(WARNING,
-				(errcode_for_file_access(),
-				 errmsg("could not open pmhash state file \"%s\": %m", path)));
+		/* (another session resolved it since the directory was read) */
+		if (errno != ENOENT)
+			ereport(WARNING,
+					(errcode_for_file_access(),
+					 errmsg("could not open pmhash state file \"%s\": %m", path)));
 		return NULL;
 	}
 	st = palloc0(sizeof(PmhashTwoPhaseState));

@@ -10,6 +10,7 @@
 use strict;
 use warnings;
 
+use Time::HiRes;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -236,6 +237,38 @@ is($node->safe_psql('postgres', q{SELECT entries FROM pmhash_stats('lost_k')}),
 	'999', 'VACUUM removed the entries past the end of the heap');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('lost_k')}),
 	'0', 'and the index is consistent');
+
+# a crash while the transaction that created a pmhash storage is open:
+# PostgreSQL keeps the storage's relation file, and no pg_class row names
+# it; the next start removes its pool (and keeps every other one)
+my $open = $node->background_psql('postgres');
+$open->query_safe('BEGIN');
+$open->query_safe('CREATE TABLE uncommitted (k int4)');
+$open->query_safe('INSERT INTO uncommitted SELECT generate_series(1, 50000)');
+$open->query_safe('CREATE INDEX uncommitted_k ON uncommitted USING pmhash (k)');
+my $lost_pool = $open->query_safe(
+	q{SELECT pool_path FROM pmhash_stats('uncommitted_k')});
+my $kept_pool = $node->safe_psql('postgres',
+	q{SELECT pool_path FROM pmhash_stats('t_k')});
+ok(-e $lost_pool, 'an open transaction\'s CREATE INDEX made a pool');
+$node->stop('immediate');
+eval { $open->quit; };
+my $log_off = -s $node->logfile;
+$node->start;
+my $gone = 0;
+for (my $i = 0; $i < 300 && !$gone; $i++)
+{
+	$gone = !-e $lost_pool;
+	Time::HiRes::usleep(100_000) unless $gone;
+}
+ok($gone, 'the next start removes the pool of a storage that no transaction committed');
+ok(-e $kept_pool, 'and keeps the others');
+like(slurp_file($node->logfile, $log_off), qr/removed 1 orphan pool file/,
+	'and says so');
+is($node->safe_psql('postgres',
+		'SELECT count(*) FROM pg_class WHERE relname = \'uncommitted_k\''),
+	'0', 'the index does not exist');
+compare_all('after a crash with an open CREATE INDEX');
 
 $node->stop;
 done_testing();

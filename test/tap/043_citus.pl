@@ -19,10 +19,6 @@
 # worker's plan uses the index.  What Citus refuses for every access
 # method is shown with btree alongside.
 #
-# A known issue is a TODO test: pools of index storages that a crash
-# orphaned (created by a transaction still open when the worker crashed)
-# are kept, as PostgreSQL keeps their relation files.
-#
 # Skipped when Citus is not installed (see README, "Sharding with Citus").
 
 use strict;
@@ -380,21 +376,11 @@ sub orphan_relation_files
 	return $f;
 }
 
-# pools that a crash left with the orphaned relation files of their storages
-# (see the crash below), per node: not counted again after that step
-my %known_orphans;
-
-sub checked_pool_files
-{
-	my ($n) = @_;
-	my %skip = map { $_ => 1 } @{ $known_orphans{ $n->name } // [] };
-	return grep { !$skip{$_} } pool_files($n);
-}
 
 sub check_pools
 {
 	my ($n, $what) = @_;
-	my @got = checked_pool_files($n);
+	my @got = pool_files($n);
 	my @exp = expected_pools($n);
 	my $ok = is(join(' ', @got), join(' ', @exp),
 		"$what: " . $n->name . ': one pool per pmhash index storage ('
@@ -434,7 +420,7 @@ sub check_all
 			# transient (something still running) or left for good?
 			sleep(3);
 			diag($n->name . ' 3 s later: pools '
-				  . (join(' ', checked_pool_files($n)) eq join(' ', expected_pools($n)) ? 'now match' : 'still differ')
+				  . (join(' ', pool_files($n)) eq join(' ', expected_pools($n)) ? 'now match' : 'still differ')
 				  . ', state files: ' . join(' ', state_files($n)));
 		}
 
@@ -636,8 +622,8 @@ check_all('VACUUM');
 # built indexes on it, before Citus's PREPARE: the transaction fails, the
 # worker comes back.  PostgreSQL keeps the relation files that a
 # transaction in progress at a crash created (orphaned, btree's as well as
-# pmhash's), and pmhash keeps their pools: its sweep at start removes only
-# pools whose relation file is gone.
+# pmhash's); pmhash's sweep at start removes the pools of storages that no
+# pg_class row names.
 {
 	my $dboid = sql($w1, q{SELECT oid FROM pg_database WHERE datname = 'postgres'});
 	my $storages = 1 + grep { $_->[1] == $w1->port } shard_placements('d');
@@ -674,16 +660,8 @@ check_all('VACUUM');
 	my @not_orphan = grep { m{^\d+/(\d+_\d+)\.pool$} && !$new_orphans{$1} } @extra;
 	is(join(' ', @not_orphan), '',
 		'every pool without an index storage in the catalog belongs to such a relation file');
-  TODO:
-	{
-		local $TODO =
-		  'pmhash keeps the pool of an index storage that a crash orphaned (PostgreSQL '
-		  . 'keeps its relation file; the sweep at start looks only for the file)';
-		is(join(' ', @extra), '',
-			'a worker crashed during a distributed transaction: worker1: no pool without an index storage in the catalog');
-	}
-	$known_orphans{ $w1->name } = \@extra;
-	note('pools kept with orphaned relation files: ' . join(' ', @extra));
+	is(join(' ', @extra), '',
+		'a worker crashed during a distributed transaction: worker1: no pool without an index storage in the catalog');
 }
 check_all('a worker crashed during a distributed transaction');
 
