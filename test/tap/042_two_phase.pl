@@ -18,6 +18,7 @@ use Time::HiRes;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PmhashPools;
 
 my $node = PostgreSQL::Test::Cluster->new('twophase');
 $node->init(allows_streaming => 1);
@@ -43,28 +44,9 @@ $standby = PostgreSQL::Test::Cluster->new('twophase_standby');
 $standby->init_from_backup($node, 'b', has_streaming => 1);
 $standby->start;
 
-# the pool files of a server, sorted
-sub pools
-{
-	my ($n) = @_;
-	my $dir = $n->data_dir . "/pmhash/$dboid";
-	opendir(my $d, $dir) or return '';
-	my @f = sort grep { /\.pool$/ } readdir($d);
-	closedir($d);
-	return join(',', @f);
-}
-
-# the pool files the catalog says there should be: one per pmhash index
-sub expected_pools
-{
-	return $node->safe_psql('postgres', q{
-		SELECT string_agg(f, ',' ORDER BY f COLLATE "C")
-		FROM (SELECT CASE WHEN c.reltablespace = 0 THEN '0'
-		                  ELSE c.reltablespace::text END
-		             || '_' || c.relfilenode || '.pool' AS f
-		      FROM pg_class c JOIN pg_am a ON a.oid = c.relam
-		      WHERE a.amname = 'pmhash' AND c.relkind = 'i') s});
-}
+# the pool files of a server, and those the catalog implies
+sub pools { my ($n) = @_; return pool_files($n, $dboid); }
+sub expected_pools { return catalog_pools($node, 'postgres'); }
 
 sub state_files
 {

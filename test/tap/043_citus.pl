@@ -201,7 +201,7 @@ DECLARE
 	q text;
 	a_seq text;
 	a_idx text;
-	a_bmp text;
+	kind text;
 	plan text;
 	line text;
 	r text;
@@ -248,36 +248,29 @@ BEGIN
 			IF a_seq <> '' THEN
 				nfound := nfound + 1;
 			END IF;
-			-- index scan
+			-- an index scan, then a bitmap scan
 			PERFORM set_config('enable_seqscan', 'off', true);
-			PERFORM set_config('enable_indexscan', 'on', true);
-			plan := '';
-			FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-				plan := plan || line || ' / ';
+			FOREACH kind IN ARRAY ARRAY['index', 'bitmap'] LOOP
+				PERFORM set_config('enable_indexscan',
+								   CASE WHEN kind = 'index' THEN 'on' ELSE 'off' END, true);
+				PERFORM set_config('enable_bitmapscan',
+								   CASE WHEN kind = 'bitmap' THEN 'on' ELSE 'off' END, true);
+				plan := '';
+				FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
+					plan := plan || line || ' / ';
+				END LOOP;
+				IF plan !~ (CASE WHEN kind = 'index'
+							THEN 'Index Scan using ' || ix.relname || ' on '
+							ELSE 'Bitmap Index Scan on ' || ix.relname || '( |$)' END) THEN
+					RAISE NOTICE 'pmhash-problem: %: % scan not used for %: %',
+						ix.relname, kind, clause, plan;
+				END IF;
+				EXECUTE q INTO a_idx;
+				IF a_idx IS DISTINCT FROM a_seq THEN
+					RAISE NOTICE 'pmhash-problem: %: % scan for % found (%), a seqscan (%)',
+						ix.relname, kind, clause, a_idx, a_seq;
+				END IF;
 			END LOOP;
-			IF plan !~ ('Index Scan using ' || ix.relname || ' on ') THEN
-				RAISE NOTICE 'pmhash-problem: %: index scan not used for %: %', ix.relname, clause, plan;
-			END IF;
-			EXECUTE q INTO a_idx;
-			IF a_idx IS DISTINCT FROM a_seq THEN
-				RAISE NOTICE 'pmhash-problem: %: index scan for % found (%), a seqscan (%)',
-					ix.relname, clause, a_idx, a_seq;
-			END IF;
-			-- bitmap scan
-			PERFORM set_config('enable_indexscan', 'off', true);
-			PERFORM set_config('enable_bitmapscan', 'on', true);
-			plan := '';
-			FOR line IN EXECUTE 'EXPLAIN (COSTS OFF) ' || q LOOP
-				plan := plan || line || ' / ';
-			END LOOP;
-			IF plan !~ ('Bitmap Index Scan on ' || ix.relname || '( |$)') THEN
-				RAISE NOTICE 'pmhash-problem: %: bitmap scan not used for %: %', ix.relname, clause, plan;
-			END IF;
-			EXECUTE q INTO a_bmp;
-			IF a_bmp IS DISTINCT FROM a_seq THEN
-				RAISE NOTICE 'pmhash-problem: %: bitmap scan for % found (%), a seqscan (%)',
-					ix.relname, clause, a_bmp, a_seq;
-			END IF;
 			PERFORM set_config('enable_seqscan', 'on', true);
 			PERFORM set_config('enable_indexscan', 'on', true);
 		END LOOP;

@@ -15,6 +15,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PmhashPools;
 
 my $nparts = 2000;
 
@@ -29,28 +30,9 @@ $node->safe_psql('postgres', 'CREATE EXTENSION pmhash');
 my $dboid = $node->safe_psql('postgres',
 	q{SELECT oid FROM pg_database WHERE datname = 'postgres'});
 
-# the pool files of the database, sorted
-sub pools
-{
-	my $dir = $node->data_dir . "/pmhash/$dboid";
-	opendir(my $d, $dir) or return '';
-	my @f = sort grep { /\.pool$/ } readdir($d);
-	closedir($d);
-	return join(',', @f);
-}
-
-# the pool files the catalog says there should be: one per pmhash index
-# storage (a partitioned index has none)
-sub expected_pools
-{
-	return $node->safe_psql('postgres', q{
-		SELECT coalesce(string_agg(f, ',' ORDER BY f COLLATE "C"), '')
-		FROM (SELECT CASE WHEN c.reltablespace = 0 THEN '0'
-		                  ELSE c.reltablespace::text END
-		             || '_' || c.relfilenode || '.pool' AS f
-		      FROM pg_class c JOIN pg_am a ON a.oid = c.relam
-		      WHERE a.amname = 'pmhash' AND c.relkind = 'i') s});
-}
+# the pool files of the database, and those the catalog implies
+sub pools { return pool_files($node, $dboid); }
+sub expected_pools { return catalog_pools($node, 'postgres'); }
 
 sub npools
 {
