@@ -205,7 +205,7 @@ pmhash_pool_create(Relation index, uint64 pool_id, PmhashLocal *local,
 	/*
 	 * The header page and the fixed log's lines in use, then the segment:
 	 * the rest of the fixed log region is never written, and stays a hole
-	 * (an empty index takes about 37 kB of disk rather than 545 kB).
+	 * (an empty index takes about 40 kB of disk rather than 545 kB).
 	 */
 	if (ftruncate(fd, (off_t) len) != 0)
 		rc = errno;

@@ -10,6 +10,7 @@
 use strict;
 use warnings;
 
+use File::Copy;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -217,6 +218,31 @@ SKIP:
 	$node->safe_psql('postgres', 'REINDEX INDEX a_k');
 	is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('a_k')}),
 		'0', 'REINDEX repairs it');
+}
+
+# a pool file replaced under a session that has it mapped (the operator
+# copied a file over it): when the pool must grow, the session notices
+# that the file is another one, and says so rather than growing it
+{
+	$node->safe_psql('postgres', q{
+		CREATE TABLE g (k int4);
+		CREATE INDEX g_k ON g USING pmhash (k);
+	});
+	my $s = $node->background_psql('postgres', on_error_stop => 0);
+	$s->query_safe('INSERT INTO g VALUES (1)');
+	my $path = pool_of('g_k');
+	File::Copy::copy($path, "$path.tmp") or die "copy: $!";
+	rename("$path.tmp", $path) or die "rename: $!";
+	$s->query('INSERT INTO g SELECT generate_series(2, 100000)');
+	like($s->{stderr}, qr/ERROR:  pool file "[^"]*" of pmhash index "g_k" was replaced while in use/,
+		'a pool file replaced under a session is an error when it must grow');
+	like($s->{stderr}, qr/HINT:  REINDEX INDEX g_k;/, 'with a REINDEX hint');
+	$s->quit;
+	$node->safe_psql('postgres', 'REINDEX INDEX g_k');
+	$node->safe_psql('postgres', 'INSERT INTO g SELECT generate_series(2, 100000)');
+	is($node->safe_psql('postgres', q{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SELECT count(*) FROM g WHERE k = 77777}), '1', 'REINDEX repairs it');
 }
 
 done_testing();
