@@ -26,6 +26,7 @@ OBJS = \
 	src/pmhashblog.o \
 	src/pmhashbuild.o \
 	src/pmhashcheck.o \
+	src/pmhashdsa.o \
 	src/pmhashinsert.o \
 	src/pmhashlifecycle.o \
 	src/pmhashpage.o \

@@ -396,11 +396,18 @@ typedef struct PmhashIndex
 } PmhashIndex;
 
 extern char *pmhash_dsa_base;
+extern dsa_area *pmhash_area;
 extern size_t pmhash_dsa_inplace_bytes;
 extern pg_atomic_uint32 *pmhash_dsa_segments_added;
 extern uint32 pmhash_dsa_segments_seen;
 extern void *pmhash_dsa_address_slow(dsa_pointer dp);
 extern void pmhash_dsa_map_segments(void);
+extern size_t pmhash_dsa_size(void);
+extern Size pmhash_dsa_shmem_size(void);
+extern void pmhash_dsa_shmem_init(dsa_area *pm_area, int seg_tranche,
+								  LWLock *free_lock);
+extern void pmhash_dsa_backend_init(void);
+extern void pmhash_clear_shared(PmhashShared *shared);
 
 /*
  * The address of pmhash's DSA memory in this backend.  The area's first
