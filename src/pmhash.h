@@ -861,6 +861,7 @@ extern bool pmhash_lock_segment(PmhashIndex *idx, uint32 segno,
 								LWLockMode mode);
 extern void pmhash_unlock_segment(PmhashIndex *idx, uint32 segno);
 extern uint32 pmhash_lock_hash(PmhashIndex *idx, uint64 hash, LWLockMode mode);
+extern void pmhash_lock_short(LWLock *lock);
 extern bool pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno,
 									 uint64 hash, uint64 *tags, int max,
 									 int *n);

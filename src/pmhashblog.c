@@ -48,7 +48,7 @@ pmhash_log_chunk(PmhashShared *shared, uint32 c)
 static void
 pmhash_wp_log_lock(void *arg)
 {
-	LWLockAcquire(&((PmhashIndex *) arg)->shared->loglock, LW_EXCLUSIVE);
+	pmhash_lock_short(&((PmhashIndex *) arg)->shared->loglock);
 }
 
 static void

@@ -15,11 +15,15 @@
  * found only if the segment's version shows that no writer held or took
  * the lock meanwhile (pmhash_lookup_optimistic).
  *
+ * The index's log lock and free lock are held for a few dozen
+ * instructions at a time: pmhash_lock_short takes them.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
 #include "miscadmin.h"
+#include "port/atomics.h"
 #include "utils/rel.h"
 
 #include "pmhash.h"
@@ -151,4 +155,30 @@ pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
 								 pmhash_seg_slot(idx, segno),
 								 pmhash_seg_meta(idx, segno), segno, hash,
 								 tags, max, n);
+}
+
+/*
+ * Take an LWLock that its holders keep for a few dozen instructions only
+ * (the index's log lock, its free lock) exclusively.  LWLockAcquire puts a
+ * backend that finds the lock taken to sleep at once, and the holder's
+ * release wakes it: two context switches, some microseconds, many times
+ * what the holder needed.  So try again a few times first, a few spin
+ * delays apart (PMH_SHORT_LOCK_TRIES; pmh_writepath.h), and sleep only if
+ * the lock is still taken then (its holder may be descheduled).
+ */
+void
+pmhash_lock_short(LWLock *lock)
+{
+	int			tries;
+
+	for (tries = 0; tries < PMH_SHORT_LOCK_TRIES; tries++)
+	{
+		int			i;
+
+		if (LWLockConditionalAcquire(lock, LW_EXCLUSIVE))
+			return;
+		for (i = 0; i < PMH_SHORT_LOCK_DELAYS; i++)
+			pg_spin_delay();
+	}
+	LWLockAcquire(lock, LW_EXCLUSIVE);
 }

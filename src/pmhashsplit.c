@@ -207,7 +207,7 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 	if (need > PMH_SPLIT_RESERVE_MAX)
 		return false;
 
-	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
+	pmhash_lock_short(&shared->freelock);
 	if (shared->nfree < (uint32) need)
 	{
 		LWLockRelease(&shared->freelock);
@@ -244,7 +244,7 @@ pmhash_split_segment_shared(PmhashIndex *idx, uint32 segno)
 					   pmhash_seg_meta(idx, newseg));
 
 	/* give back what the split did not take, in the order it was taken */
-	LWLockAcquire(&shared->freelock, LW_EXCLUSIVE);
+	pmhash_lock_short(&shared->freelock);
 	stack = pmhash_dsa_address(shared->freesegs);
 	for (i = 0; i < left; i++)
 		stack[shared->nfree++] = seg[i];

@@ -728,6 +728,33 @@ idx_unlock(Worker *w)
 	w->exclusive = false;
 }
 
+/*
+ * Take a mutex that its holders keep for a few dozen instructions (the log
+ * lock, the free lock) as the server takes such an LWLock
+ * (pmhash_lock_short): try again a few times, some pauses apart, before
+ * sleeping on it.
+ */
+static inline void
+short_lock(pthread_mutex_t *m)
+{
+	int			tries;
+
+	for (tries = 0; tries < PMH_SHORT_LOCK_TRIES; tries++)
+	{
+		int			i;
+
+		if (pthread_mutex_trylock(m) == 0)
+			return;
+		for (i = 0; i < PMH_SHORT_LOCK_DELAYS; i++)
+		{
+#if defined(__x86_64__) || defined(__i386__)
+			__builtin_ia32_pause();
+#endif
+		}
+	}
+	pthread_mutex_lock(m);
+}
+
 /* wait a little for a segment lock: spin, and now and then yield the CPU */
 static void
 seg_backoff(int *spins)
@@ -894,7 +921,7 @@ split_segment_shared(Worker *w, uint32 segno)
 	need = pmh_segments_needed_for_split(&t->cb, segno);
 	if (need > PMH_SPLIT_RESERVE_MAX)
 		return false;
-	pthread_mutex_lock(&t->freelock);
+	short_lock(&t->freelock);
 	if (t->nfree < (uint32) need)
 	{
 		pthread_mutex_unlock(&t->freelock);
@@ -913,7 +940,7 @@ split_segment_shared(Worker *w, uint32 segno)
 	pmh_dir_assign(t->dir, t->gd, t->meta[newseg].word, newseg);
 	seg_unlock(t, newseg);
 
-	pthread_mutex_lock(&t->freelock);
+	short_lock(&t->freelock);
 	memcpy(t->freesegs + t->nfree, seg, sizeof(uint32) * left);
 	t->nfree += (uint32) left;
 	t->primaries++;
@@ -947,7 +974,7 @@ add_overflow(Worker *w, uint32 segno)
 static void
 wp_log_lock(void *arg)
 {
-	pthread_mutex_lock(&((Worker *) arg)->t->loglock);
+	short_lock(&((Worker *) arg)->t->loglock);
 }
 
 static void
