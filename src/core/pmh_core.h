@@ -675,6 +675,9 @@ extern int	pmh_add_overflow(PmhPool *pool, const PmhCallbacks *cb,
 extern int	pmh_add_log_segment(PmhPool *pool, uint32 segno, uint32 ext);
 extern int	pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb,
 					   uint32 segno, uint64 hash, uint64 *tags, int maxtags);
+extern int	pmh_lookup_meta(const PmhPool *pool, const PmhCallbacks *cb,
+							const PmhSegMeta *meta, uint32 segno, uint64 hash,
+							uint64 *tags, int maxtags);
 extern int	pmh_delete_chain(PmhPool *pool, const PmhCallbacks *cb,
 							 uint32 segno, const uint16 *dead, int nsegs);
 extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
@@ -738,7 +741,7 @@ pmh_lookup_all(const PmhPool *pool, const PmhCallbacks *cb,
 			   const PmhSegMeta *meta, uint32 segno, uint64 hash,
 			   uint64 *tags, int maxtags)
 {
-	int			n = pmh_lookup(pool, cb, segno, hash, tags, maxtags);
+	int			n = pmh_lookup_meta(pool, cb, meta, segno, hash, tags, maxtags);
 
 	return pmh_pending_lookup(meta, hash, tags, n, maxtags);
 }

@@ -274,16 +274,16 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
 	uint16		cand[PMH_FPT_BUCKETS * PMH_FPT_WAYS];	/* every way once */
 	int			ncand = 0;
-	int			seq[PMH_FPT_BUCKETS];
-	int			nseq;
+	int			b = pmh_fpt_bucket(hash);
+	int			nb;
 	int			i;
 
 	if (meta->nlive == 0)
 		return false;
-	nseq = pmh_fpt_sequence(meta, hash, seq);
-	for (i = 0; i < nseq; i++)
+	/* the buckets of pmh_fpt_sequence, walked here without an array */
+	for (nb = 0; nb < PMH_FPT_BUCKETS; nb++)
 	{
-		const PmhFpBucket *bk = &meta->fpt[seq[i]];
+		const PmhFpBucket *bk = &meta->fpt[b];
 		uint32		c = pmh_fpt_match(bk, fp);
 
 		while (c)
@@ -300,6 +300,9 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 			pmh_prefetch(&entries[slot]);
 			ncand++;
 		}
+		if (likely(!pmh_fpt_is_passed(meta, b)))
+			break;
+		b = b + 1 < PMH_FPT_BUCKETS ? b + 1 : 0;
 	}
 	for (i = 0; i < ncand; i++)
 	{
@@ -313,22 +316,25 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 	return false;
 }
 
-/* probe primary segment segno and its overflow chain */
+/*
+ * Probe primary segment segno, whose metadata is meta, and its overflow
+ * chain (whose metadata comes through cb: most segments have none, and
+ * their lookups make no call)
+ */
 static pg_attribute_always_inline bool
-pmh_probe(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
-		  uint64 hash, pmh_slot_fn fn, void *arg)
+pmh_probe(const PmhPool *pool, const PmhCallbacks *cb,
+		  const PmhSegMeta *meta, uint32 segno, uint64 hash, pmh_slot_fn fn,
+		  void *arg)
 {
-	uint32		seg = segno;
-
-	while (seg != PMH_NO_SEGMENT)
+	for (;;)
 	{
-		PmhSegMeta *meta = cb->get_meta(cb->arg, seg);
-
-		if (pmh_probe_segment(pool, meta, seg, hash, fn, arg))
+		if (pmh_probe_segment(pool, meta, segno, hash, fn, arg))
 			return true;
-		seg = meta->ovf_next;
+		segno = meta->ovf_next;
+		if (likely(segno == PMH_NO_SEGMENT))
+			return false;
+		meta = cb->get_meta(cb->arg, segno);
 	}
-	return false;
 }
 
 typedef struct PmhCollect
@@ -367,13 +373,23 @@ int
 pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 		   uint64 hash, uint64 *tags, int maxtags)
 {
+	return pmh_lookup_meta(pool, cb, cb->get_meta(cb->arg, segno), segno,
+						   hash, tags, maxtags);
+}
+
+/* pmh_lookup, meta being the metadata of primary segment segno */
+int
+pmh_lookup_meta(const PmhPool *pool, const PmhCallbacks *cb,
+				const PmhSegMeta *meta, uint32 segno, uint64 hash,
+				uint64 *tags, int maxtags)
+{
 	PmhCollect	c;
 
 	c.tags = tags;
 	c.max = maxtags;
 	c.n = 0;
 	c.want = 0;
-	(void) pmh_probe(pool, cb, segno, hash, pmh_collect_fn, &c);
+	(void) pmh_probe(pool, cb, meta, segno, hash, pmh_collect_fn, &c);
 	return c.n;
 }
 
@@ -388,7 +404,8 @@ pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	c.max = 0;
 	c.n = 0;
 	c.want = tag;
-	return pmh_probe(pool, cb, segno, hash, pmh_exists_fn, &c);
+	return pmh_probe(pool, cb, cb->get_meta(cb->arg, segno), segno, hash,
+					 pmh_exists_fn, &c);
 }
 
 typedef struct PmhFind
