@@ -558,7 +558,7 @@ pmh_seg_entries(const PmhPool *pool, uint32 segno)
  * lock: it notes the version (pmh_version_read_begin), runs
  * pmh_lookup_all, and keeps what it found only if the version was even and
  * is unchanged (pmh_version_read_valid); otherwise it looks again under the
- * lock.  pmh_lookup and pmh_pending_lookup are written to survive a
+ * lock.  pmh_lookup_meta and pmh_pending_lookup are written to survive a
  * segment that changes under them: every field they read is stored whole
  * and always holds a value in range, and every loop is bounded.  The
  * lookup takes no atomic operation and writes no shared cache line.
@@ -731,8 +731,8 @@ extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
 /*
  * Collect the tag words of every entry with this hash that a scan finds in
  * the shared state: primary segment segno and its overflow chain
- * (pmh_lookup), then its D-bucket (pmh_pending_lookup; meta is the
- * primary's metadata).  Stores at most maxtags and returns the number
+ * (pmh_lookup_meta), then its D-bucket (pmh_pending_lookup; meta is the
+ * primary's metadata, from which both start).  Stores at most maxtags and returns the number
  * found, which may exceed maxtags.  (Inline, so that a lookup runs no
  * call beyond the two it makes: see pmh_probe_segment on why that counts.)
  */

@@ -70,6 +70,7 @@ pmh_fpt_free_ways(const PmhFpBucket *bk)
 /*
  * The buckets a lookup of hash reads, in order, into seq: its own, then the
  * next one as long as the one before is marked passed.  Returns how many.
+ * (pmh_probe_segment walks the same buckets in place: change both.)
  */
 int
 pmh_fpt_sequence(const PmhSegMeta *meta, uint64 hash, int *seq)

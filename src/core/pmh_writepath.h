@@ -88,6 +88,23 @@ typedef enum PmhWpStatus
 } PmhWpStatus;
 
 /*
+ * The log lock, and the lock of the stack of free segments that a split
+ * under a segment lock takes its new segments from, are held briefly: for
+ * bookkeeping, a scan of the free-line masks, zeroing one log line in the
+ * mapping (VACUUM's pass over the log, and the check that a free segment
+ * is zero, hold them longer, but rarely).  A writer that finds one of them
+ * taken tries again up to PMH_SHORT_LOCK_TRIES times, PMH_SHORT_LOCK_DELAYS
+ * spin delays (the CPU's pause) apart, before it sleeps until the holder
+ * wakes it: going to sleep and being woken takes two context switches, some
+ * microseconds, many times the holder's stay.  With two threads inserting
+ * in pmh_bench (10M keys), sleeping at once made inserts slower than with
+ * one thread (5.4 against 6.2 Mops/s); spinning first, 8.7 to 9.4.  The
+ * server (pmhash_lock_short) and the core's driver do the same.
+ */
+#define PMH_SHORT_LOCK_TRIES	32
+#define PMH_SHORT_LOCK_DELAYS	8
+
+/*
  * The caller's side of the protocol.  "arg" is PmhWriter.arg.  Unless said
  * otherwise a callback must be set.
  *
@@ -126,21 +143,6 @@ typedef enum PmhWpStatus
  *	 returned ("what" says what failed, "fatal" that the shared state no
  *	 longer matches the pool, as after a failed relocation).
  */
-/*
- * The log lock, and the lock of the stack of free segments that a split
- * under a segment lock takes its new segments from, are held for some
- * dozens of instructions at a time.  A writer that finds one of them taken
- * tries again up to PMH_SHORT_LOCK_TRIES times, PMH_SHORT_LOCK_DELAYS spin
- * delays (the CPU's pause) apart, before it sleeps until the holder wakes
- * it: going to sleep and being woken takes two context switches, some
- * microseconds, many times the holder's stay.  With two threads inserting
- * in pmh_bench (10M keys), sleeping at once made inserts slower than with
- * one thread (5.4 against 6.2 Mops/s); spinning first, 8.7 to 9.4.  The
- * server (pmhash_lock_short) and the core's driver do the same.
- */
-#define PMH_SHORT_LOCK_TRIES	32
-#define PMH_SHORT_LOCK_DELAYS	8
-
 typedef struct PmhWriteOps
 {
 	void		(*log_lock) (void *arg);
