@@ -109,11 +109,15 @@ is($node->safe_psql('postgres', "$forced SELECT count(*) FROM t WHERE k = 5"),
 	'14', 'rows inserted while the pool was rebuilt are found once');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
 	'0', 'pmhash_check finds nothing');
-ok($node->log_contains('pool rebuilt from the table'), 'the rebuild is logged');
+# (the worker logs it after the progress says done: wait for the line)
+ok(eval { $node->wait_for_log(qr/pool rebuilt from the table/); 1 },
+	'the rebuild is logged');
 ok($node->poll_query_until('postgres',
 		"SELECT pg_stat_file('pmhash/' || (SELECT oid FROM pg_database WHERE datname = 'postgres') || '/0_4000000000.pool', true) IS NULL"),
 	'the background worker removes an orphan pool at start');
-ok($node->log_contains('removed 1 orphan pool file'), 'and says so');
+# (the sweep logs its count after its last removal: wait for the line)
+ok(eval { $node->wait_for_log(qr/removed 1 orphan pool file/); 1 },
+	'and says so');
 ok(-e $apool, 'and keeps the pools of existing storages');
 ok($node->poll_query_until('postgres',
 		q{SELECT NOT rebuilding FROM pmhash_rebuild_progress('e_k_excl')}),
