@@ -17,6 +17,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use PmhashCrash;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('writepath');
@@ -99,8 +102,7 @@ my $bg = $node->background_psql('postgres', on_error_stop => 0);
 $bg->query_safe(q{BEGIN; INSERT INTO t (k) VALUES (31337), (31337);});
 my $victim = $node->background_psql('postgres');
 my $pid = $victim->query_safe(q{SELECT pg_backend_pid()});
-kill 'KILL', $pid;
-$node->poll_query_until('postgres', 'SELECT true') or die 'server did not come back';
+kill_backend($node, $pid);
 eval { $bg->quit; };
 eval { $victim->quit; };
 is($node->safe_psql('postgres', q{SELECT count(*) FROM t WHERE k = 31337}),

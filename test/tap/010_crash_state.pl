@@ -14,6 +14,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use PmhashCrash;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('main');
@@ -88,9 +91,8 @@ agree('after the crash');
 # a killed backend: the postmaster reinitialises, which counts too
 my $bg = $node->background_psql('postgres', on_error_stop => 0);
 my $pid = $bg->query_safe('SELECT pg_backend_pid()');
-kill 'KILL', $pid;
-$bg->quit;
-$node->poll_query_until('postgres', 'SELECT 1', '1');
+kill_backend($node, $pid);
+eval { $bg->quit; };
 is(crashes(), $c0 + 2, 'a reinitialisation after a killed backend counts');
 ($count, $flags) = pool_state('t_k');
 is($flags, 3, 'the stale flag stays');

@@ -12,6 +12,9 @@ use warnings;
 
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
+use FindBin;
+use lib $FindBin::RealBin;
+use PmhashCrash;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('prewarm');
@@ -83,9 +86,8 @@ pass('DROP DATABASE does not wait for the idle launcher');
 $off = -s $node->logfile;
 my $bg = $node->background_psql('postgres', on_error_stop => 0);
 my $victim = $bg->query_safe('SELECT pg_backend_pid()');
-kill 'KILL', $victim;
-$bg->quit;
-$node->poll_query_until('postgres', 'SELECT 1', '1');
+kill_backend($node, $victim);
+eval { $bg->quit; };
 ($l, $f) = wait_prewarm($dbpg, $off);
 is("$l/$f", '2/0', 'after a crash reinitialisation: loaded again');
 is(probe('postgres', q{SELECT count(*) FROM s WHERE k = 'key77'}), '1',

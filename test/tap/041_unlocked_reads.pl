@@ -123,7 +123,13 @@ is($node->safe_psql('postgres',
 	't', 'the entry count is exact');
 
 # with nothing else running, a session's lookups after its first all go
-# without the lock
+# without the lock.  (The pgbench backends publish the rest of their
+# counts in a before_shmem_exit callback; they leave pg_stat_activity
+# after it: wait for that, so that none of theirs lands in this count.)
+ok($node->poll_query_until('postgres', q{
+	SELECT count(*) = 0 FROM pg_stat_activity
+	WHERE backend_type = 'client backend' AND pid <> pg_backend_pid()}),
+	'the pgbench backends are gone');
 my ($l0, $k0) = split /\|/, $node->safe_psql('postgres', q{
 	SELECT lookups, lookups_locked FROM pmhash_stats('u_k')});
 is($node->safe_psql('postgres', qq{

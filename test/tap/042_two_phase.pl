@@ -14,7 +14,6 @@ use strict;
 use warnings;
 
 use File::Copy;
-use Time::HiRes;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
@@ -156,17 +155,8 @@ $node->safe_psql('postgres', q{
 	BEGIN; CREATE INDEX t_k5 ON t USING pmhash (k); PREPARE TRANSACTION 'k1'});
 my $log_offset = -s $node->logfile;
 $node->restart;
-my $swept = 0;
-for (1 .. 300)
-{
-	if (slurp_file($node->logfile, $log_offset) =~ /pmhash prewarm: database $dboid:/)
-	{
-		$swept = 1;
-		last;
-	}
-	Time::HiRes::usleep(100_000);
-}
-ok($swept, 'the first worker run after the restart swept the database');
+ok(eval { $node->wait_for_log(qr/pmhash prewarm: database $dboid:/, $log_offset); 1 },
+	'the first worker run after the restart swept the database');
 $node->safe_psql('postgres', q{COMMIT PREPARED 'k1'});
 is(pools($node), expected_pools(), 'the prepared CREATE INDEX kept its pool across the restart');
 is($node->safe_psql('postgres', q{
