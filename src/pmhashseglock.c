@@ -15,8 +15,8 @@
  * found only if the segment's version shows that no writer held or took
  * the lock meanwhile (pmhash_lookup_optimistic).
  *
- * The index's log lock and free lock are held briefly:
- * pmhash_lock_short takes them for writers.
+ * The index's log lock and free lock are held briefly: pmhash_lock_short
+ * takes them for writers.
  *
  *-------------------------------------------------------------------------
  */
@@ -161,10 +161,10 @@ pmhash_lookup_optimistic(PmhashIndex *idx, uint32 segno, uint64 hash,
  * Take an LWLock that its holders keep briefly (the index's log lock, its
  * free lock; pmh_writepath.h says how briefly) exclusively.  LWLockAcquire
  * puts a backend that finds the lock taken to sleep at once, and the
- * holder's release wakes it: two context switches, some microseconds, many times
- * what the holder needed.  So try again a few times first, a few spin
- * delays apart (PMH_SHORT_LOCK_TRIES; pmh_writepath.h), and sleep only if
- * the lock is still taken then (its holder may be descheduled).
+ * holder's release wakes it: two context switches, some microseconds, many
+ * times what the holder needed.  So try again a few times first, a few
+ * spin delays apart (PMH_SHORT_LOCK_TRIES; pmh_writepath.h), and sleep
+ * only if the lock is still taken then (its holder may be descheduled).
  */
 void
 pmhash_lock_short(LWLock *lock)

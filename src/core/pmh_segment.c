@@ -374,6 +374,8 @@ int
 pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 		   uint64 hash, uint64 *tags, int maxtags)
 {
+	if (segno == PMH_NO_SEGMENT)
+		return 0;
 	return pmh_lookup_meta(pool, cb, cb->get_meta(cb->arg, segno), segno,
 						   hash, tags, maxtags);
 }
@@ -405,6 +407,8 @@ pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	c.max = 0;
 	c.n = 0;
 	c.want = tag;
+	if (segno == PMH_NO_SEGMENT)
+		return false;
 	return pmh_probe(pool, cb, cb->get_meta(cb->arg, segno), segno, hash,
 					 pmh_exists_fn, &c);
 }
