@@ -509,10 +509,10 @@ sub wait_pgbench
 	return $n // 0;
 }
 
-# processes (not zombies) of process group $pgid
-sub group_members
+# processes (not zombies) whose parent and process group pass $want
+sub _procs
 {
-	my ($pgid) = @_;
+	my ($want) = @_;
 	my @pids;
 	opendir(my $dh, '/proc') or die "/proc: $!";
 	for my $p (grep { /^[0-9]+$/ } readdir($dh))
@@ -523,15 +523,27 @@ sub group_members
 		next unless defined $stat;
 		$stat =~ s/^.*\) //s;
 		my ($state, $ppid, $pgrp) = split(' ', $stat);
-		push @pids, $p if $pgrp == $pgid && $state ne 'Z';
+		push @pids, $p if $state ne 'Z' && $want->($ppid, $pgrp);
 	}
 	closedir($dh);
 	return @pids;
 }
 
-# power_cut($node): SIGKILL the postmaster and every process of its group
+# processes (not zombies) of process group $pgid
+sub group_members
+{
+	my ($pgid) = @_;
+	return _procs(sub { $_[1] == $pgid });
+}
+
+# power_cut($node): SIGKILL the postmaster and every process of the server
 # at once (as a power cut stops everything), wait until they are gone; the
-# node can then be started again
+# node can then be started again.  The postmaster's children each lead a
+# process group of their own (PostgreSQL's InitPostmasterChild), so the
+# postmaster is stopped first (it forks no more), then every group of it
+# and of its children is killed: none goes on working after the postmaster
+# is gone, not even for as long as it takes to notice, and a stopped one
+# goes too.
 sub power_cut
 {
 	my ($node) = @_;
@@ -541,9 +553,11 @@ sub power_cut
 	chomp($pm);
 	die "the postmaster $pm does not lead its process group"
 	  unless getpgrp($pm) == $pm;
+	kill('STOP', $pm);
+	my @groups = ($pm, _procs(sub { $_[0] == $pm }));
+	kill('KILL', map { -$_ } @groups);
 	$node->kill9;
-	kill('KILL', -$pm);
-	for (my $i = 0; $i < 600 && group_members($pm); $i++)
+	for (my $i = 0; $i < 600 && grep { group_members($_) } @groups; $i++)
 	{
 		usleep(100_000);
 	}
