@@ -729,10 +729,21 @@ idx_unlock(Worker *w)
 }
 
 /*
- * Take a mutex that its holders keep for a few dozen instructions (the log
- * lock, the free lock) as the server takes such an LWLock
- * (pmhash_lock_short): try again a few times, some pauses apart, before
- * sleeping on it.
+ * One spin delay, as the server's pg_spin_delay (port/atomics.h, which
+ * frontend code may not include): the CPU's pause where there is one
+ */
+static inline void
+cpu_pause(void)
+{
+#if defined(__x86_64__) || defined(__i386__)
+	__builtin_ia32_pause();
+#endif
+}
+
+/*
+ * Take a mutex that its holders keep briefly (the log lock, the free
+ * lock) as the server takes such an LWLock (pmhash_lock_short): try again
+ * a few times, some pauses apart, before sleeping on it.
  */
 static inline void
 short_lock(pthread_mutex_t *m)
@@ -746,11 +757,7 @@ short_lock(pthread_mutex_t *m)
 		if (pthread_mutex_trylock(m) == 0)
 			return;
 		for (i = 0; i < PMH_SHORT_LOCK_DELAYS; i++)
-		{
-#if defined(__x86_64__) || defined(__i386__)
-			__builtin_ia32_pause();
-#endif
-		}
+			cpu_pause();
 	}
 	pthread_mutex_lock(m);
 }
@@ -761,9 +768,7 @@ seg_backoff(int *spins)
 {
 	if (++*spins < SEG_SPINS)
 	{
-#if defined(__x86_64__) || defined(__i386__)
-		__builtin_ia32_pause();
-#endif
+		cpu_pause();
 		return;
 	}
 	*spins = 0;
