@@ -286,11 +286,16 @@ typedef struct PmhashShared
 
 	/* the backup log (pmhashblog.c) */
 	LWLock		loglock;		/* protects the fields below */
-	dsa_pointer logchunks;		/* dsa_pointer[PMH_LOG_MAX_LINES / 64]: a
-								 * PmhLogChunk each, for the lines in use
-								 * (fixed log, then extensions) */
-	dsa_pointer logexts;		/* uint32[PMH_LOG_MAX_EXTS]: the segment of
-								 * each log extension */
+	dsa_pointer logchunks;		/* dsa_pointer[PMH_LOG_LINES / 64 +
+								 * logcap]: a PmhLogChunk each, for the
+								 * lines in use (fixed log, then
+								 * extensions) */
+	dsa_pointer logexts;		/* uint32[logcap]: the segment of each log
+								 * extension (after the chunk table, in
+								 * its allocation) */
+	uint32		logcap;			/* extensions the two arrays have room
+								 * for; they grow with the index lock
+								 * exclusive (pmhash_log_make_room) */
 	PmhLogState log;			/* the core's counters (pmh_writepath.h) */
 
 	/*

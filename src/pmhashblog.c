@@ -28,7 +28,44 @@
 
 #include "pmhash.h"
 
-#define PMHASH_LOG_MAX_CHUNKS	(PMH_LOG_MAX_LINES / PMH_LOG_CHUNK)
+/* chunks of the fixed log's lines */
+#define PMHASH_LOG_FIXED_CHUNKS	(PMH_LOG_LINES / PMH_LOG_CHUNK)
+
+/* room for log extensions the tables of a new index's log start with */
+#define PMHASH_LOG_MIN_CAP		4
+
+/*
+ * Bytes of the log's tables with room for cap extensions: one allocation,
+ * the chunk table, then the map of extensions to segments
+ */
+static inline size_t
+pmhash_log_tables_size(uint32 cap)
+{
+	return sizeof(dsa_pointer) * (PMHASH_LOG_FIXED_CHUNKS + cap) +
+		sizeof(uint32) * cap;
+}
+
+/*
+ * Allocate the log's tables with room for cap extensions, setting every
+ * chunk pointer invalid and every extension to no segment; *exts is the
+ * map's pointer.  An ERROR if there is no memory for them.
+ */
+static dsa_pointer
+pmhash_log_tables_alloc(PmhashShared *shared, uint32 cap, dsa_pointer *exts)
+{
+	dsa_pointer dp = pmhash_shared_alloc(shared, pmhash_log_tables_size(cap));
+	dsa_pointer *chunks = pmhash_dsa_address(dp);
+	uint32	   *map;
+	uint32		i;
+
+	for (i = 0; i < PMHASH_LOG_FIXED_CHUNKS + cap; i++)
+		chunks[i] = InvalidDsaPointer;
+	*exts = dp + sizeof(dsa_pointer) * (PMHASH_LOG_FIXED_CHUNKS + cap);
+	map = pmhash_dsa_address(*exts);
+	for (i = 0; i < cap; i++)
+		map[i] = PMH_NO_SEGMENT;
+	return dp;
+}
 
 /* the states of lines [64 c, 64 c + 64) */
 static inline PmhLogChunk *
@@ -141,6 +178,47 @@ pmhash_wp_add_overflow(void *arg, uint32 segno)
 }
 
 /*
+ * Make the tables of the log's extensions (the chunk table and the map of
+ * extensions to segments) room for one more, by moving them to arrays
+ * twice as large when they are full.  Index lock exclusive: nobody else
+ * holds a backend's copy of the map (PmhPool.log_ext_segs, which
+ * pmhash_check_local sets again at every lock), and the log lock is taken
+ * for the swap, since a backend that exits reads the chunk table under it
+ * alone.  A failure to allocate leaves the old tables in place.
+ */
+static void
+pmhash_log_make_room(PmhashIndex *idx)
+{
+	PmhashShared *shared = idx->shared;
+	uint32		cap = shared->logcap;
+	uint32		newcap;
+	dsa_pointer newtables;
+	dsa_pointer newexts;
+	dsa_pointer oldtables = shared->logchunks;
+	uint32	   *exts;
+
+	Assert(idx->mode == LW_EXCLUSIVE);
+	if (shared->log.nexts < cap)
+		return;
+	newcap = Min(Max(cap * 2, PMHASH_LOG_MIN_CAP), PMH_LOG_MAX_EXTS);
+	Assert(newcap > shared->log.nexts);
+	newtables = pmhash_log_tables_alloc(shared, newcap, &newexts);
+	exts = pmhash_dsa_address(newexts);
+	memcpy(pmhash_dsa_address(newtables), pmhash_dsa_address(oldtables),
+		   sizeof(dsa_pointer) * (PMHASH_LOG_FIXED_CHUNKS + cap));
+	memcpy(exts, pmhash_dsa_address(shared->logexts), sizeof(uint32) * cap);
+
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	shared->logchunks = newtables;
+	shared->logexts = newexts;
+	shared->logcap = newcap;
+	LWLockRelease(&shared->loglock);
+	idx->local->pool.log_ext_segs = exts;
+
+	pmhash_shared_free(shared, oldtables, pmhash_log_tables_size(cap));
+}
+
+/*
  * Add a log segment (64 lines) to the backup log.  Index lock exclusive.
  * The shared memory for its line states and the segment are set aside
  * first; a failure to persist the segment's header is a PANIC (the
@@ -157,6 +235,7 @@ pmhash_wp_add_log_segment(void *arg)
 	PmhWriter	w;
 
 	Assert(idx->mode == LW_EXCLUSIVE && shared->log.nexts < PMH_LOG_MAX_EXTS);
+	pmhash_log_make_room(idx);
 	pmhash_reserve_segments(idx, 1);
 	chunk = pmhash_shared_alloc(shared, sizeof(PmhLogChunk));
 	pmh_wp_chunk_init(pmhash_dsa_address(chunk));
@@ -338,23 +417,18 @@ pmhash_log_init_shared(PmhashIndex *idx)
 	PmhashShared *shared = idx->shared;
 	dsa_pointer *chunks;
 	uint32	   *exts;
+	uint32	   *found;
 	uint32		nexts = 0;
+	uint32		cap;
 	PmhashSegChunk *chunk = NULL;
 	PmhWriter	w;
 	uint32		fixed;
 	uint32		i;
 
 	pmhash_log_free_shared(shared);
-	shared->logchunks = pmhash_shared_alloc(shared,
-											sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
-	shared->logexts = pmhash_shared_alloc(shared,
-										  sizeof(uint32) * PMH_LOG_MAX_EXTS);
-	chunks = pmhash_dsa_address(shared->logchunks);
-	exts = pmhash_dsa_address(shared->logexts);
-	for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
-		chunks[i] = InvalidDsaPointer;
+	found = palloc(sizeof(uint32) * PMH_LOG_MAX_EXTS);
 	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
-		exts[i] = PMH_NO_SEGMENT;
+		found[i] = PMH_NO_SEGMENT;
 	for (i = 0; i < shared->nsegments; i++)
 	{
 		uint64		word;
@@ -367,10 +441,21 @@ pmhash_log_init_shared(PmhashIndex *idx)
 
 		if (pmh_segword_is_valid(word) && pmh_segword_is_log(word))
 		{
-			exts[pmh_segword_log_ext(word)] = i;
+			found[pmh_segword_log_ext(word)] = i;
 			nexts = Max(nexts, pmh_segword_log_ext(word) + 1);
 		}
 	}
+
+	/* room for the extensions there are, and as many again */
+	cap = PMHASH_LOG_MIN_CAP;
+	while (cap < PMH_LOG_MAX_EXTS && cap < 2 * nexts)
+		cap *= 2;
+	shared->logchunks = pmhash_log_tables_alloc(shared, cap, &shared->logexts);
+	shared->logcap = cap;
+	chunks = pmhash_dsa_address(shared->logchunks);
+	exts = pmhash_dsa_address(shared->logexts);
+	memcpy(exts, found, sizeof(uint32) * cap);
+	pfree(found);
 	shared->log.nexts = nexts;
 
 	/*
@@ -411,26 +496,22 @@ pmhash_log_free_shared(PmhashShared *shared)
 		 * half way leaks rather than frees twice); a chunk shared by a run
 		 * of pointers is freed at the run's end.
 		 */
-		for (i = 0; i < PMHASH_LOG_MAX_CHUNKS; i++)
+		uint32		nchunks = PMHASH_LOG_FIXED_CHUNKS + shared->logcap;
+
+		for (i = 0; i < nchunks; i++)
 		{
 			dp = chunks[i];
 			chunks[i] = InvalidDsaPointer;
 			if (DsaPointerIsValid(dp) &&
-				(i == PMHASH_LOG_MAX_CHUNKS - 1 || chunks[i + 1] != dp))
+				(i == nchunks - 1 || chunks[i + 1] != dp))
 				pmhash_shared_free(shared, dp, sizeof(PmhLogChunk));
 		}
 		dp = shared->logchunks;
 		shared->logchunks = InvalidDsaPointer;
-		pmhash_shared_free(shared, dp,
-						   sizeof(dsa_pointer) * PMHASH_LOG_MAX_CHUNKS);
+		shared->logexts = InvalidDsaPointer;	/* (in the same allocation) */
+		pmhash_shared_free(shared, dp, pmhash_log_tables_size(shared->logcap));
 	}
-	if (DsaPointerIsValid(shared->logexts))
-	{
-		dsa_pointer dp = shared->logexts;
-
-		shared->logexts = InvalidDsaPointer;
-		pmhash_shared_free(shared, dp, sizeof(uint32) * PMH_LOG_MAX_EXTS);
-	}
+	shared->logcap = 0;
 	shared->log.nexts = 0;
 }
 

@@ -203,7 +203,13 @@ pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 	uint64		nseg = shared->nsegments;
 	uint64		i;
 
-	for (i = 0; i < PMH_LOG_MAX_EXTS; i++)
+	if (shared->log.nexts > shared->logcap)
+	{
+		pmhash_problem(st, "%u log extensions in use, the tables have room for %u",
+					   shared->log.nexts, shared->logcap);
+		return;
+	}
+	for (i = 0; i < shared->logcap; i++)
 	{
 		uint64		w;
 

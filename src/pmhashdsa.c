@@ -305,6 +305,7 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->freesegs = InvalidDsaPointer;
 	shared->logchunks = InvalidDsaPointer;
 	shared->logexts = InvalidDsaPointer;
+	shared->logcap = 0;
 	shared->log.nexts = 0;
 	shared->nchunks = 0;
 	shared->chunkcap = 0;

@@ -27,7 +27,7 @@ shared_preload_libraries = 'pmhash'
 pmhash.prewarm = off
 pmhash.shared_memory = 1MB
 pmhash.max_shared_memory = 0
-pmhash.max_indexes = 64
+pmhash.max_indexes = 200
 autovacuum = off
 });
 $node->start;
@@ -79,7 +79,7 @@ sub create_until_full
 	my ($prefix) = @_;
 	my ($ret, $out, $err);
 	my $made = 0;
-	for my $i (1 .. 30)
+	for my $i (1 .. 150)
 	{
 		($ret, $out, $err) = $node->psql('postgres', qq{
 			BEGIN;
@@ -217,7 +217,7 @@ is(count_index('q', 10), '1', 'dropping an index makes room for another');
 # rows, but never into more than a quarter of pmhash.shared_memory: an
 # estimate gone stale (ANALYZE saw 200000 rows, 100 are left, which would
 # mean 128 segments) must not make it fail for lack of memory
-$node->append_conf('postgresql.conf', "pmhash.max_indexes = 64\n");
+$node->append_conf('postgresql.conf', "pmhash.max_indexes = 200\n");
 $node->restart;
 $node->safe_psql('postgres', q{
 	CREATE TABLE st (k int4);

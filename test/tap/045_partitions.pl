@@ -72,8 +72,8 @@ my $shmem = $node->safe_psql('postgres', q{
 	WHERE a.amname = 'pmhash' AND c.relkind = 'i'});
 note("per empty partition index: shared memory and pool bytes $shmem");
 my ($shm_each) = split(/\|/, $shmem);
-cmp_ok($shm_each, '<', 64 * 1024,
-	'an empty index takes less than 64 kB of shared memory');
+cmp_ok($shm_each, '<', 16 * 1024,
+	'an empty index takes less than 16 kB of shared memory');
 # an empty pool leaves the unused part of its fixed backup log a hole
 my $maxdisk = 0;
 for my $f (split(/,/, pools()))
