@@ -296,6 +296,8 @@ typedef struct PmhashShared
 	uint32		logcap;			/* extensions the two arrays have room
 								 * for; they grow with the index lock
 								 * exclusive (pmhash_log_make_room) */
+	dsa_pointer logold;			/* the smaller tables they grew from, kept
+								 * until the shared state is freed */
 	PmhLogState log;			/* the core's counters (pmh_writepath.h) */
 
 	/*

@@ -180,11 +180,16 @@ pmhash_wp_add_overflow(void *arg, uint32 segno)
 /*
  * Make the tables of the log's extensions (the chunk table and the map of
  * extensions to segments) room for one more, by moving them to arrays
- * twice as large when they are full.  Index lock exclusive: nobody else
- * holds a backend's copy of the map (PmhPool.log_ext_segs, which
- * pmhash_check_local sets again at every lock), and the log lock is taken
- * for the swap, since a backend that exits reads the chunk table under it
- * alone.  A failure to allocate leaves the old tables in place.
+ * twice as large when they are full.  Index lock exclusive: every other
+ * backend sets its copy of the map's address (PmhPool.log_ext_segs) again
+ * when it next takes the lock (pmhash_check_local), and the log lock is
+ * taken for the swap, since a backend that exits reads the chunk table
+ * under it alone.  The old tables are not freed but kept on a list
+ * (PmhashShared.logold) until the index's shared state is: a backend
+ * whose relock failed with an ERROR may still use its old copy of the map
+ * to release its own slots, which are in extensions the old map has.
+ * They take less memory than the current tables.  A failure to allocate
+ * leaves the old tables in place.
  */
 static void
 pmhash_log_make_room(PmhashIndex *idx)
@@ -195,6 +200,7 @@ pmhash_log_make_room(PmhashIndex *idx)
 	dsa_pointer newtables;
 	dsa_pointer newexts;
 	dsa_pointer oldtables = shared->logchunks;
+	dsa_pointer *oldchunks = pmhash_dsa_address(oldtables);
 	uint32	   *exts;
 
 	Assert(idx->mode == LW_EXCLUSIVE);
@@ -204,7 +210,7 @@ pmhash_log_make_room(PmhashIndex *idx)
 	Assert(newcap > shared->log.nexts);
 	newtables = pmhash_log_tables_alloc(shared, newcap, &newexts);
 	exts = pmhash_dsa_address(newexts);
-	memcpy(pmhash_dsa_address(newtables), pmhash_dsa_address(oldtables),
+	memcpy(pmhash_dsa_address(newtables), oldchunks,
 		   sizeof(dsa_pointer) * (PMHASH_LOG_FIXED_CHUNKS + cap));
 	memcpy(exts, pmhash_dsa_address(shared->logexts), sizeof(uint32) * cap);
 
@@ -215,7 +221,14 @@ pmhash_log_make_room(PmhashIndex *idx)
 	LWLockRelease(&shared->loglock);
 	idx->local->pool.log_ext_segs = exts;
 
-	pmhash_shared_free(shared, oldtables, pmhash_log_tables_size(cap));
+	/*
+	 * Nobody reads the old chunk table any more (the chunk table is read
+	 * through shared->logchunks each time): its first two entries link the
+	 * old tables and keep their room.  The old map stays as it was.
+	 */
+	oldchunks[0] = shared->logold;
+	oldchunks[1] = cap;
+	shared->logold = oldtables;
 }
 
 /*
@@ -480,39 +493,58 @@ pmhash_log_init_shared(PmhashIndex *idx)
 	pmh_wp_log_init(&w, fixed, PMH_LOG_MAX_EXTS);
 }
 
-/* give back the backup-log state's shared memory */
+/*
+ * Give back the backup-log state's shared memory.  The tables are taken
+ * out of the shared state under the log lock first: a backend that exits
+ * reads them under it alone (pmhash_release_lines).
+ */
 void
 pmhash_log_free_shared(PmhashShared *shared)
 {
-	if (DsaPointerIsValid(shared->logchunks))
-	{
-		dsa_pointer *chunks = pmhash_dsa_address(shared->logchunks);
-		uint32		i;
+	dsa_pointer tables;
+	uint32		cap;
 
-		dsa_pointer dp;
+	LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+	tables = shared->logchunks;
+	cap = shared->logcap;
+	shared->logchunks = InvalidDsaPointer;
+	shared->logexts = InvalidDsaPointer;	/* (in the same allocation) */
+	shared->logcap = 0;
+	shared->log.nexts = 0;
+	LWLockRelease(&shared->loglock);
+
+	if (DsaPointerIsValid(tables))
+	{
+		dsa_pointer *chunks = pmhash_dsa_address(tables);
+		uint32		nchunks = PMHASH_LOG_FIXED_CHUNKS + cap;
+		uint32		i;
 
 		/*
 		 * Each pointer is forgotten before its memory is freed (a failure
 		 * half way leaks rather than frees twice); a chunk shared by a run
 		 * of pointers is freed at the run's end.
 		 */
-		uint32		nchunks = PMHASH_LOG_FIXED_CHUNKS + shared->logcap;
-
 		for (i = 0; i < nchunks; i++)
 		{
-			dp = chunks[i];
+			dsa_pointer dp = chunks[i];
+
 			chunks[i] = InvalidDsaPointer;
 			if (DsaPointerIsValid(dp) &&
 				(i == nchunks - 1 || chunks[i + 1] != dp))
 				pmhash_shared_free(shared, dp, sizeof(PmhLogChunk));
 		}
-		dp = shared->logchunks;
-		shared->logchunks = InvalidDsaPointer;
-		shared->logexts = InvalidDsaPointer;	/* (in the same allocation) */
-		pmhash_shared_free(shared, dp, pmhash_log_tables_size(shared->logcap));
+		pmhash_shared_free(shared, tables, pmhash_log_tables_size(cap));
 	}
-	shared->logcap = 0;
-	shared->log.nexts = 0;
+	/* the tables that pmhash_log_make_room moved away from */
+	while (DsaPointerIsValid(shared->logold))
+	{
+		dsa_pointer dp = shared->logold;
+		dsa_pointer *old = pmhash_dsa_address(dp);
+
+		cap = (uint32) old[1];
+		shared->logold = old[0];
+		pmhash_shared_free(shared, dp, pmhash_log_tables_size(cap));
+	}
 }
 
 /* number of backup-log lines that hold pending entries or have an owner */

@@ -192,9 +192,11 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 
 /*
  * The log extensions: each names a log segment of its number (marked 3 in
- * seen[]), and none past those in use names any.
+ * seen[]), and none past those in use names any.  Returns false if the
+ * log counts more extensions than its tables have room for: then nothing
+ * else of the log can be checked.
  */
-static void
+static bool
 pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 {
 	PmhashShared *shared = idx->shared;
@@ -207,7 +209,7 @@ pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 	{
 		pmhash_problem(st, "%u log extensions in use, the tables have room for %u",
 					   shared->log.nexts, shared->logcap);
-		return;
+		return false;
 	}
 	for (i = 0; i < shared->logcap; i++)
 	{
@@ -234,6 +236,7 @@ pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 		else
 			seen[exts[i]] = 3;
 	}
+	return true;
 }
 
 /*
@@ -294,9 +297,12 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 
 	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain, 3 = log */
 	seen = palloc0(nseg);
+	if (!pmhash_check_log_exts(idx, st, seen))
+	{
+		pfree(seen);
+		return;
+	}
 	seen_pending = palloc0(sizeof(uint16) * pmhash_log_nlines(shared));
-
-	pmhash_check_log_exts(idx, st, seen);
 
 	/* the directory: each entry names a primary covering it */
 	for (i = 0; i < ndir; i++)

@@ -306,6 +306,7 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->logchunks = InvalidDsaPointer;
 	shared->logexts = InvalidDsaPointer;
 	shared->logcap = 0;
+	shared->logold = InvalidDsaPointer;
 	shared->log.nexts = 0;
 	shared->nchunks = 0;
 	shared->chunkcap = 0;
@@ -376,6 +377,16 @@ pmhash_free_shared(PmhashShared *shared)
 	}
 	pmhash_log_free_shared(shared);
 	pmhash_recover_free_list(shared);
+
+	/*
+	 * Everything the index held is given back now; a count left over is a
+	 * leak (or a free of the wrong size) somewhere in pmhash: say so in the
+	 * server log, where the tests look for it.
+	 */
+	if (shared->shmem_bytes != 0)
+		elog(LOG, "pmhash index storage %u/%u/%u freed its shared state with %llu bytes unaccounted for",
+			 shared->key.spcid, shared->key.dbid, shared->key.relnode,
+			 (unsigned long long) shared->shmem_bytes);
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
 }

@@ -272,7 +272,9 @@ pmhash_release_lines(int code, Datum arg)
 			!DsaPointerIsValid(shared->logchunks))
 			continue;
 		LWLockAcquire(&shared->loglock, LW_EXCLUSIVE);
+		/* (pmhash_log_free_shared takes the tables away under this lock) */
 		if (shared->generation == local->log_generation &&
+			DsaPointerIsValid(shared->logchunks) &&
 			(uint32) local->log_line < pmhash_log_nlines(shared) &&
 			pmhash_log_line_state(shared, local->log_line)->owner == MyProc->pgprocno)
 			pmhash_log_disown(shared, local->log_line);

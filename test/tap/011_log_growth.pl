@@ -42,11 +42,14 @@ $node->safe_psql('postgres', q{
 	CREATE INDEX t_k ON t USING pmhash (k);
 });
 
-# log segments in the pool: segment words with the overflow bit and depth 63
+# log segments in the pool of an index (t_k if not given): segment words
+# with the overflow bit and depth 63
 sub log_segments
 {
+	my ($index) = @_;
+	$index //= 't_k';
 	my $path = $node->safe_psql('postgres',
-		q{SELECT pool_path FROM pmhash_stats('t_k')});
+		qq{SELECT pool_path FROM pmhash_stats('$index')});
 	my $size = -s $path;
 	my $first = 4096 + 2048 * 256;
 	my $segbytes = 256 * 65;
@@ -118,6 +121,30 @@ $node->restart;
 agree('after VACUUM and a restart');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
 	'0', 'consistent after VACUUM and a restart');
+
+# the log's tables grow with it (room for 4 extensions, then 8, 16, ...);
+# dropping the index gives all of them back, those it grew from too
+# (pmhash_free_shared logs any bytes an index leaves unaccounted for)
+my $logpos = -s $node->logfile;
+$node->safe_psql('postgres', q{
+	CREATE TABLE u (k int8);
+	CREATE INDEX u_k ON u USING pmhash (k);
+	DO $$
+	BEGIN
+		FOR i IN 0 .. 59 LOOP
+			INSERT INTO u SELECT hashint8(g)::int8
+			FROM generate_series(i * 10000 + 1, (i + 1) * 10000) g;
+			COMMIT;
+		END LOOP;
+	END $$;
+});
+my $ulog = log_segments('u_k');
+cmp_ok($ulog, '>', 4, "the log grew past its tables' first room: $ulog log segments");
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('u_k')}),
+	'0', 'consistent after its log tables grew');
+$node->safe_psql('postgres', 'DROP TABLE u');
+ok(!$node->log_contains('unaccounted for', $logpos),
+	'DROP gives back every byte of shared memory the index held');
 
 $node->stop;
 done_testing();
