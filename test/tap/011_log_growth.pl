@@ -82,17 +82,26 @@ sub agree
 
 is(log_segments(), 0, 'a small index has the fixed log only');
 
-# 2.5 million entries in transactions of 10000 rows
-$node->safe_psql('postgres', q{
-	DO $$
+# insert hashint8(1 .. 10000 * batches) into a table, in transactions of
+# 10000 rows
+sub load
+{
+	my ($table, $batches) = @_;
+	$node->safe_psql('postgres', qq{
+	DO \$\$
 	BEGIN
-		FOR i IN 0 .. 249 LOOP
-			INSERT INTO t SELECT hashint8(g)::int8
+		FOR i IN 0 .. $batches - 1 LOOP
+			INSERT INTO $table SELECT hashint8(g)::int8
 			FROM generate_series(i * 10000 + 1, (i + 1) * 10000) g;
 			COMMIT;
 		END LOOP;
-	END $$;
-});
+	END \$\$;
+	});
+	return;
+}
+
+# 2.5 million entries
+load('t', 250);
 my $nlog = log_segments();
 ok($nlog > 0, "the backup log grew: $nlog log segments");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
@@ -126,18 +135,9 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('t_k')}),
 # dropping the index gives all of them back, those it grew from too
 # (pmhash_free_shared logs any bytes an index leaves unaccounted for)
 my $logpos = -s $node->logfile;
-$node->safe_psql('postgres', q{
-	CREATE TABLE u (k int8);
-	CREATE INDEX u_k ON u USING pmhash (k);
-	DO $$
-	BEGIN
-		FOR i IN 0 .. 59 LOOP
-			INSERT INTO u SELECT hashint8(g)::int8
-			FROM generate_series(i * 10000 + 1, (i + 1) * 10000) g;
-			COMMIT;
-		END LOOP;
-	END $$;
-});
+$node->safe_psql('postgres',
+	'CREATE TABLE u (k int8); CREATE INDEX u_k ON u USING pmhash (k)');
+load('u', 60);
 my $ulog = log_segments('u_k');
 cmp_ok($ulog, '>', 4, "the log grew past its tables' first room: $ulog log segments");
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('u_k')}),
