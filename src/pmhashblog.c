@@ -203,7 +203,7 @@ pmhash_log_make_room(PmhashIndex *idx)
 	dsa_pointer *oldchunks = pmhash_dsa_address(oldtables);
 	uint32	   *exts;
 
-	Assert(idx->mode == LW_EXCLUSIVE);
+	Assert(idx->mode == LW_EXCLUSIVE && DsaPointerIsValid(oldtables));
 	if (shared->log.nexts < cap)
 		return;
 	newcap = Min(Max(cap * 2, PMHASH_LOG_MIN_CAP), PMH_LOG_MAX_EXTS);
@@ -648,6 +648,7 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 						 uint32 line, int first)
 {
 	PmhWriter	w;
+	uint64		generation = idx->shared->generation;
 
 	pmhash_writer(idx, &w);
 	PG_TRY();
@@ -671,8 +672,19 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 
 		for (k = placed; k < (uint32) n; k++)
 			slots[k - placed] = line * PMH_BUCKET_SLOTS + (uint32) first + k;
-		pmhash_writer(idx, &w);
-		(void) pmh_wp_release(&w, slots, n - (int) placed, false, false);
+
+		/*
+		 * Unless the index's shared state was freed or made anew while a
+		 * relock let go of the index lock (the slots went with it): the
+		 * failed relock may leave the lock taken, or not at all
+		 */
+		if (LWLockHeldByMe(&idx->shared->lock) &&
+			idx->shared->generation == generation &&
+			DsaPointerIsValid(idx->shared->logchunks))
+		{
+			pmhash_writer(idx, &w);
+			(void) pmh_wp_release(&w, slots, n - (int) placed, false, false);
+		}
 		PG_RE_THROW();
 	}
 	PG_END_TRY();

@@ -192,9 +192,9 @@ pmhash_check_pending(PmhashIndex *idx, PmhashCheckState *st, uint32 segno,
 
 /*
  * The log extensions: each names a log segment of its number (marked 3 in
- * seen[]), and none past those in use names any.  Returns false if the
- * log counts more extensions than its tables have room for: then nothing
- * else of the log can be checked.
+ * seen[]), and none past those in use names any.  Returns false if one in
+ * use does not, or the log counts more extensions than its tables have
+ * room for: then the log's lines cannot be read.
  */
 static bool
 pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
@@ -204,6 +204,7 @@ pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 	const uint32 *exts = pmhash_dsa_address(shared->logexts);
 	uint64		nseg = shared->nsegments;
 	uint64		i;
+	bool		ok = true;
 
 	if (shared->log.nexts > shared->logcap)
 	{
@@ -226,17 +227,21 @@ pmhash_check_log_exts(PmhashIndex *idx, PmhashCheckState *st, uint8 *seen)
 		{
 			pmhash_problem(st, "log extension %llu names segment %u past the pool",
 						   (unsigned long long) i, exts[i]);
+			ok = false;
 			continue;
 		}
 		w = pmh_seg_header(pool, exts[i])->word;
 		if (!pmh_segword_is_valid(w) || !pmh_segword_is_log(w) ||
 			pmh_segword_log_ext(w) != i)
+		{
 			pmhash_problem(st, "log extension %llu: segment %u has word %016llx",
 						   (unsigned long long) i, exts[i], (unsigned long long) w);
+			ok = false;
+		}
 		else
 			seen[exts[i]] = 3;
 	}
-	return true;
+	return ok;
 }
 
 /*
@@ -284,6 +289,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 	PmhHeaderStatus hs;
 	uint16	   *seen_pending;
 	uint64		pending = 0;
+	bool		log_ok;
 
 	hs = pmh_header_validate(hdr, pool->mapped_len);
 	if (hs != PMH_HEADER_OK)
@@ -297,11 +303,7 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 
 	/* 0 = unseen, 1 = primary, 2 = overflow reached by a chain, 3 = log */
 	seen = palloc0(nseg);
-	if (!pmhash_check_log_exts(idx, st, seen))
-	{
-		pfree(seen);
-		return;
-	}
+	log_ok = pmhash_check_log_exts(idx, st, seen);
 	seen_pending = palloc0(sizeof(uint16) * pmhash_log_nlines(shared));
 
 	/* the directory: each entry names a primary covering it */
@@ -354,8 +356,9 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 			continue;
 		}
 		total += pmhash_check_segment(idx, st, (uint32) i, h->word, true);
-		pending += pmhash_check_pending(idx, st, (uint32) i, h->word,
-										seen_pending);
+		if (log_ok)
+			pending += pmhash_check_pending(idx, st, (uint32) i, h->word,
+											seen_pending);
 		for (o = meta->ovf_next; o != PMH_NO_SEGMENT;
 			 o = pmhash_seg_meta(idx, o)->ovf_next)
 		{
@@ -387,6 +390,13 @@ pmhash_check_index(PmhashIndex *idx, PmhashCheckState *st)
 					   (unsigned long long) shared->overflows,
 					   (unsigned long long) primaries,
 					   (unsigned long long) overflows);
+	/* (the log's lines cannot be read: the pending entries are not known) */
+	if (!log_ok)
+	{
+		pfree(seen);
+		pfree(seen_pending);
+		return;
+	}
 	pmhash_check_log_lines(idx, st, seen_pending);
 	if (pg_atomic_read_u64(&shared->unloaded) != 0 ||
 		shared->log_unverified != 0 || DsaPointerIsValid(shared->reclist))

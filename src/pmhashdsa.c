@@ -384,9 +384,12 @@ pmhash_free_shared(PmhashShared *shared)
 	 * server log, where the tests look for it.
 	 */
 	if (shared->shmem_bytes != 0)
+	{
 		elog(LOG, "pmhash index storage %u/%u/%u freed its shared state with %llu bytes unaccounted for",
 			 shared->key.spcid, shared->key.dbid, shared->key.relnode,
 			 (unsigned long long) shared->shmem_bytes);
+		shared->shmem_bytes = 0;	/* (said once) */
+	}
 	pmhash_clear_shared(shared);
 	pg_atomic_write_u64(&shared->entries, 0);
 }
