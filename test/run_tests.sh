@@ -114,6 +114,13 @@ if [ -n "$DEADLINE" ]; then
 	DEADLINE_AT=$(($(date +%s) + DEADLINE))
 fi
 
+# shmem_leaks LOG...: the lines of server logs where pmhash freed an
+# index's shared state with bytes unaccounted for (pmhash_free_shared): a
+# leak, or a free of the wrong size, which fails the test that left it
+shmem_leaks() {
+	grep -h "bytes unaccounted for" "$@" 2>/dev/null
+}
+
 # run_logged LOG CMD...: run CMD under the timeout (and the overall
 # deadline), output to terminal and LOG.
 run_logged() {
@@ -297,7 +304,7 @@ run_schedule_suite() {
 run_pg_regress_suite() {
 	local name=$1 driver=$2 inputdir=$3 schedule=$4 ntests=$5 dbname=$6
 	local inst=$PMH_CHECK/$name outdir=$PMH_CHECK/${name}_out log=$PMH_CHECK/$name.log
-	local t0 rc p f note stage missing='' extra_conf=()
+	local t0 rc p f note stage missing='' extra_conf=() leaks
 	t0=$(pmh_now)
 	# a suite's own settings (e.g. test/isolation/temp.conf), after ours
 	[ -f "$inputdir/temp.conf" ] && extra_conf=(--temp-config="$inputdir/temp.conf")
@@ -328,6 +335,13 @@ run_pg_regress_suite() {
 	if [ "$rc" -ne 0 ] && [ "$f" -eq 0 ]; then
 		f=1
 		note="all tests ok but $driver exited $rc"
+	fi
+	leaks=$(shmem_leaks "$outdir/log/postmaster.log")
+	if [ -n "$leaks" ]; then
+		f=$((f + 1))
+		note="pmhash shared memory unaccounted for (server log); $note"
+		pmh_err "$name: the server log reports pmhash shared memory unaccounted for:"
+		echo "$leaks"
 	fi
 	if [ "$f" -gt 0 ]; then
 		pmh_err "$name: $f failure(s)"
@@ -410,6 +424,12 @@ if want tap; then
 				prove -I "$PG_PERL_LIB" -I "$PMH_ROOT/test/tap" "${prove_flags[@]}" "$tf"
 			rc=$?
 			pmh_stop_stale_postmasters "$PMH_CHECK"
+			leaks=$(shmem_leaks "$PMH_CHECK"/log/"${tn}"_*.log)
+			if [ "$rc" -eq 0 ] && [ -n "$leaks" ]; then
+				pmh_err "tap: a server log of $tf reports pmhash shared memory unaccounted for:"
+				echo "$leaks"
+				rc=1
+			fi
 			if [ "$rc" -eq 0 ]; then
 				p=$((p + 1))
 			else
