@@ -69,8 +69,8 @@ pmh_fpt_free_ways(const PmhFpBucket *bk)
 
 /*
  * The buckets a lookup of hash reads, in order, into seq: its own, then the
- * next one as long as the one before is marked passed.  Returns how many.
- * (pmh_probe_segment walks the same buckets in place: change both.)
+ * next one as long as the one before is marked passed (pmh_fpt_next).
+ * Returns how many.
  */
 int
 pmh_fpt_sequence(const PmhSegMeta *meta, uint64 hash, int *seq)
@@ -78,12 +78,9 @@ pmh_fpt_sequence(const PmhSegMeta *meta, uint64 hash, int *seq)
 	int			b = pmh_fpt_bucket(hash);
 	int			n = 0;
 
-	seq[n++] = b;
-	while (pmh_fpt_is_passed(meta, b) && n < PMH_FPT_BUCKETS)
-	{
-		b = (b + 1) % PMH_FPT_BUCKETS;
+	do
 		seq[n++] = b;
-	}
+	while (n < PMH_FPT_BUCKETS && (b = pmh_fpt_next(meta, b)) >= 0);
 	return n;
 }
 
@@ -281,8 +278,8 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 
 	if (meta->nlive == 0)
 		return false;
-	/* the buckets of pmh_fpt_sequence, walked here without an array */
-	for (nb = 0; nb < PMH_FPT_BUCKETS; nb++)
+	/* the buckets of pmh_fpt_sequence, walked without an array */
+	for (nb = 0; nb < PMH_FPT_BUCKETS && b >= 0; nb++)
 	{
 		const PmhFpBucket *bk = &meta->fpt[b];
 		uint32		c = pmh_fpt_match(bk, fp);
@@ -301,9 +298,7 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 			pmh_prefetch(&entries[slot]);
 			ncand++;
 		}
-		if (likely(!pmh_fpt_is_passed(meta, b)))
-			break;
-		b = b + 1 < PMH_FPT_BUCKETS ? b + 1 : 0;
+		b = pmh_fpt_next(meta, b);
 	}
 	for (i = 0; i < ncand; i++)
 	{

@@ -100,6 +100,19 @@ pmh_fpt_is_passed(const PmhSegMeta *meta, int b)
 }
 
 /*
+ * The fingerprint bucket a lookup reads after bucket b: the next one (the
+ * table wraps around) if b is marked passed, else -1, the lookup's end.
+ * pmh_fpt_sequence and pmh_probe_segment walk the buckets with it.
+ */
+static inline int
+pmh_fpt_next(const PmhSegMeta *meta, int b)
+{
+	if (likely(!pmh_fpt_is_passed(meta, b)))
+		return -1;
+	return b + 1 < PMH_FPT_BUCKETS ? b + 1 : 0;
+}
+
+/*
  * Ways of a fingerprint bucket holding fingerprint fp, as a bit mask (the
  * unused ways have slot 0; a match there is dropped by the caller, which
  * looks at the slot anyway).  With SSE2: two compares of 8 fingerprints.
