@@ -33,8 +33,10 @@
 # PMEM_IS_PMEM_FORCE=1 (its default): both flush with CPU instructions.
 #
 # Knobs: PMHASH_BENCH_ENTRIES (10000000), PMHASH_BENCH_THREADS ("1 2"),
-#        PMHASH_BENCH_ROUNDS (3), PMHASH_BENCH_OUT, PG_CONFIG, and the
-#        sources above.
+#        PMHASH_BENCH_ROUNDS (3), PMHASH_BENCH_HUGE_META=1 (pmh_bench
+#        --huge-meta: pmhash's segment metadata in 2 MB pages, as the
+#        server's shared memory under huge_pages = on), PMHASH_BENCH_OUT,
+#        PG_CONFIG, and the sources above.
 
 set -uo pipefail
 
@@ -56,6 +58,7 @@ ENTRIES=${PMHASH_BENCH_ENTRIES:-10000000}
 THREADS=${PMHASH_BENCH_THREADS:-1 2}
 ROUNDS=${PMHASH_BENCH_ROUNDS:-3}
 SHM=/dev/shm
+HUGE_META=${PMHASH_BENCH_HUGE_META:+--huge-meta}
 
 pmh_head "make bench-core"
 make -C "$PMH_ROOT" --no-print-directory PG_CONFIG="$PG_CONFIG" bench-core >"$LOGDIR/bench-core.log" 2>&1 || {
@@ -113,7 +116,7 @@ declare -A RUNS
 run_pmhash() {
 	local r=$1 tsv=$LOGDIR/peers-pmh.tsv
 	"$PMH_ROOT/test/bench/pmh_bench" --entries "$ENTRIES" --threads "$(tr ' ' ',' <<<"$THREADS")" \
-		--dist uniform --no-direct --no-experiments --dir "$SHM" --tsv "$tsv" \
+		--dist uniform --no-direct --no-experiments --dir "$SHM" --tsv "$tsv" $HUGE_META \
 		>"$LOGDIR/peers-pmh.md" 2>"$LOGDIR/peers-pmh.err" || {
 		pmh_err "pmh_bench failed (or answered wrongly): $LOGDIR/peers-pmh.*"
 		STATUS=1
@@ -180,7 +183,7 @@ last=${THREADS##* }
 {
 	echo "# pmhash core beside Dash-EH and CCEH, same run ($(date -u '+%Y-%m-%d %H:%M UTC'))"
 	echo
-	echo "Machine: $(bench_machine). $ENTRIES keys, uniform; pools on $SHM, CPU cache flushes (emulated PMem). Median of $ROUNDS rounds, the three taking turns; wall-clock Mops/s (operations over the time until the last thread ended). pmhash: test/bench/pmh_bench (the server's write path and lookups, one key at a time, and 16 at a time as a scan of \"= ANY\" does). Dash-EH and CCEH: Dash's test_pmem, built from source${TEST_PMEM:+ ($TEST_PMEM)}."
+	echo "Machine: $(bench_machine). $ENTRIES keys, uniform; pools on $SHM, CPU cache flushes (emulated PMem). Median of $ROUNDS rounds, the three taking turns; wall-clock Mops/s (operations over the time until the last thread ended). pmhash: test/bench/pmh_bench (the server's write path and lookups, one key at a time, and 16 at a time as a scan of \"= ANY\" does). Dash-EH and CCEH: Dash's test_pmem, built from source${TEST_PMEM:+ ($TEST_PMEM)}. pmhash's segment metadata in ${HUGE_META:+2 MB pages (--huge-meta, as under huge_pages = on)}${HUGE_META:-4 kB pages}."
 	[ -n "$TEST_PMEM" ] || echo "
 **Dash-EH and CCEH skipped: $PEERS_WHY.**"
 	echo

@@ -81,6 +81,7 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdarg.h>
+#include <sys/mman.h>
 #include <sys/utsname.h>
 #include <time.h>
 #include <unistd.h>
@@ -94,6 +95,7 @@
 
 #define BENCH_MAX_THREADS	64
 #define BENCH_KEY_SEED		UINT64CONST(0x2545F4914F6CDD1D)
+#define BENCH_HUGE_PAGE		((size_t) 2 * 1024 * 1024)
 
 /* ---------------------------------------------------------------------
  * Options
@@ -116,6 +118,7 @@ typedef struct BenchOptions
 	bool		direct;			/* also the insert-direct run */
 	bool		verify;			/* look every key up after load/delete */
 	bool		experiments;	/* also the probe experiments */
+	bool		huge_meta;		/* metadata in 2 MB pages */
 	const char *tsv;
 	uint64		seed;
 	double		pool_factor;	/* segments reserved per 1024 entries */
@@ -550,6 +553,43 @@ pool_full(void)
 }
 
 /*
+ * Memory for the segments' metadata, on cache lines as the server's chunks
+ * are (a fingerprint bucket is one).  With --huge-meta, in 2 MB pages
+ * (transparent huge pages asked for with madvise), as the server's is when
+ * its main shared memory is in huge pages (huge_pages = on).
+ */
+static void *
+meta_alloc(size_t size)
+{
+	void	   *p;
+
+	if (!opt.huge_meta)
+		return aligned_alloc(PMH_CACHELINE_BYTES, size);
+	size = TYPEALIGN(BENCH_HUGE_PAGE, size);
+	p = aligned_alloc(BENCH_HUGE_PAGE, size);
+	if (p != NULL && madvise(p, size, MADV_HUGEPAGE) != 0)
+		die("madvise(MADV_HUGEPAGE) on the metadata: %m");
+	return p;
+}
+
+/* megabytes of this process's memory in transparent huge pages; -1 unknown */
+static long
+anon_huge_mb(void)
+{
+	FILE	   *f = fopen("/proc/self/smaps_rollup", "r");
+	char		line[256];
+	long		kb = -1;
+
+	if (f == NULL)
+		return -1;
+	while (fgets(line, sizeof(line), f))
+		if (sscanf(line, "AnonHugePages: %ld kB", &kb) == 1)
+			break;
+	fclose(f);
+	return kb < 0 ? -1 : kb / 1024;
+}
+
+/*
  * Create the pool file in opt.dir, map it (allocated up front, as the
  * server's posix_fallocate does), unlink it, and format it: one primary
  * segment of depth 0.  The metadata starts empty, every other segment free.
@@ -594,8 +634,7 @@ table_create(uint64 entries)
 		die("formatting the pool: %m");
 	t->nseg = (uint32) pmh_pool_nsegments(&p);
 
-	/* on cache lines, as the server's chunks: a fingerprint bucket is one */
-	t->meta = aligned_alloc(PMH_CACHELINE_BYTES, sizeof(PmhSegMeta) * t->nseg);
+	t->meta = meta_alloc(sizeof(PmhSegMeta) * t->nseg);
 	if (t->meta == NULL)
 		die("out of memory for %u segments' metadata", t->nseg);
 	t->seglock = aligned_alloc(PMH_CACHELINE_BYTES, sizeof(SegLock) * t->nseg);
@@ -2170,6 +2209,7 @@ typedef struct LoadShape
 	double		load_factor;
 	double		pool_bytes_per_entry;
 	double		meta_bytes_per_entry;
+	long		huge_mb;		/* anon_huge_mb() then */
 	bool		valid;
 } LoadShape;
 
@@ -2194,6 +2234,7 @@ note_shape(const Table *t, uint64 entries)
 	load_shape.pool_bytes_per_entry = (double) pmh_pool_bytes(used) / entries;
 	load_shape.meta_bytes_per_entry =
 		((double) used * sizeof(PmhSegMeta) + sizeof(uint32) * ((size_t) 1 << t->gd)) / entries;
+	load_shape.huge_mb = anon_huge_mb();
 	load_shape.valid = true;
 }
 
@@ -2454,6 +2495,11 @@ report(int is_pmem)
 	printf("- pool: %s, %s\n", opt.dir,
 		   is_pmem ? "emulated PMem (PMEM_IS_PMEM_FORCE=1: CPU cache flushes + fence; not durable)" :
 		   "ordinary file (msync per persist)");
+	if (opt.huge_meta)
+		printf("- segment metadata in 2 MB pages asked for (--huge-meta); after the load the process had %ld MB in such pages\n",
+			   load_shape.valid ? load_shape.huge_mb : -1);
+	else
+		printf("- segment metadata in 4 kB pages\n");
 	printf("- %llu keys loaded; %llu operations per search phase, %llu per delete phase; ",
 		   (unsigned long long) opt.entries, (unsigned long long) opt.ops,
 		   (unsigned long long) opt.del_ops);
@@ -2570,6 +2616,8 @@ usage(void)
 		   "  --tsv FILE        also write the results as tab-separated values\n"
 		   "  --seed N          workload seed\n"
 		   "  --pool-factor X   pool segments reserved per 1024 keys (default 3)\n"
+		   "  --huge-meta       segment metadata in transparent 2 MB pages, as the\n"
+		   "                    server's shared memory under huge_pages = on\n"
 		   "Exit status: 0, or 1 if any answer was wrong, 2 on errors.\n");
 }
 
@@ -2615,6 +2663,7 @@ main(int argc, char **argv)
 		{"tsv", required_argument, NULL, 'T'},
 		{"seed", required_argument, NULL, 's'},
 		{"pool-factor", required_argument, NULL, 'f'},
+		{"huge-meta", no_argument, NULL, 'H'},
 		{"help", no_argument, NULL, 'h'},
 		{NULL, 0, NULL, 0}
 	};
@@ -2682,6 +2731,9 @@ main(int argc, char **argv)
 				opt.pool_factor = atof(optarg);
 				if (opt.pool_factor < 1.5)
 					die("--pool-factor must be at least 1.5");
+				break;
+			case 'H':
+				opt.huge_meta = true;
 				break;
 			case 'h':
 				usage();
