@@ -188,6 +188,18 @@ _PG_init(void)
 							   GUC_SUPERUSER_ONLY | GUC_NOT_IN_SAMPLE,
 							   NULL, NULL, NULL);
 
+	DefineCustomIntVariable("pmhash.sweep_pause",
+							"Pause of the start's orphan-pool sweep between listing and deciding (developer option).",
+							"The sweep lists a database's pool files, waits this long, then reads the "
+							"catalog; tests create an index in between.  0: no pause.",
+							&pmhash_sweep_pause,
+							0,
+							0,
+							60000,
+							PGC_SIGHUP,
+							GUC_UNIT_MS | GUC_SUPERUSER_ONLY | GUC_NOT_IN_SAMPLE,
+							NULL, NULL, NULL);
+
 	MarkGUCPrefixReserved("pmhash");
 
 	pmhash_relopt_kind = add_reloption_kind();

@@ -983,6 +983,7 @@ extern bool pmhash_track_media_reads;
 extern void pmhash_lifecycle_init(void);
 extern bool pmhash_adopt_pool(Relation index, const PmhashKey *key);
 extern void pmhash_remove_db_dir(Oid dbid);
+extern int	pmhash_sweep_pause;
 extern void pmhash_sweep_orphans(void);
 
 /* pmhashtwophase.c: pools of prepared transactions' storages */

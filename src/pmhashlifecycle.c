@@ -51,12 +51,15 @@
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
 #include "storage/fd.h"
+#include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relfilenodemap.h"
 #include "utils/snapmgr.h"
+#include "utils/timestamp.h"
+#include "utils/wait_event.h"
 #include "common/relpath.h"
 
 #include "pmhash.h"
@@ -417,6 +420,38 @@ pmhash_catalog_nodes(void)
 	return nodes;
 }
 
+/* pmhash.sweep_pause: see pmhash_sweep_wait */
+int			pmhash_sweep_pause = 0;
+
+/*
+ * Wait pmhash.sweep_pause between the sweep's listing of npools pool files
+ * and its reading of the catalog, saying so in the server log first: a
+ * developer option, with which a test creates an index in between.
+ */
+static void
+pmhash_sweep_wait(int npools)
+{
+	TimestampTz until;
+
+	ereport(LOG,
+			(errmsg("pmhash: orphan sweep of database %u listed %d pool file(s), pausing %d ms",
+					MyDatabaseId, npools, pmhash_sweep_pause),
+			 errdetail("pmhash.sweep_pause is set.")));
+	until = TimestampTzPlusMilliseconds(GetCurrentTimestamp(), pmhash_sweep_pause);
+	for (;;)
+	{
+		long		left = TimestampDifferenceMilliseconds(GetCurrentTimestamp(),
+														   until);
+
+		if (left <= 0)
+			break;
+		(void) WaitLatch(MyLatch, WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
+						 left, PG_WAIT_EXTENSION);
+		ResetLatch(MyLatch);
+		CHECK_FOR_INTERRUPTS();
+	}
+}
+
 /*
  * Remove this database's orphan pools.  A pool is an orphan when its index
  * storage has no relation file (neither its main fork nor, for an
@@ -433,7 +468,12 @@ pmhash_catalog_nodes(void)
  * storage, even in a dirty snapshot (pmhash_catalog_nodes): a crash while
  * the transaction that created the storage was open.  PostgreSQL keeps
  * that relation file (8 kB for a pmhash index), and a pool can be large.
- * A pool being made by a transaction running now has its row already.
+ * The pools are listed first and the catalog read after: a pool listed
+ * was made after its storage's row was inserted, so the catalog read
+ * afterwards sees that row, even while the transaction making the index
+ * runs.  (Read before the listing, it could miss the row of an index
+ * created in between, and the sweep would remove the pool of an index
+ * being built.)
  *
  * Run by the background worker once per database at every start.
  */
@@ -445,17 +485,16 @@ pmhash_sweep_orphans(void)
 	struct dirent *de;
 	int			removed = 0;
 	HTAB	   *nodes = NULL;
+	List	   *pools = NIL;
+	ListCell   *lc;
 
 	pmhash_db_dir(MyDatabaseId, dir, sizeof(dir));
 	d = AllocateDir(dir);
 	if (d == NULL)
 		return;
-	if (!RecoveryInProgress())
-		nodes = pmhash_catalog_nodes();
 	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
 	{
-		RelFileNode rnode;
-		PmhashKey	key;
+		PmhashCatalogNode *pool;
 		unsigned int spc;
 		unsigned int relnode;
 		char		tail;
@@ -463,27 +502,39 @@ pmhash_sweep_orphans(void)
 		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
 			tail != 'l')
 			continue;
-		rnode.spcNode = OidIsValid(spc) ? spc : MyDatabaseTableSpace;
-		rnode.dbNode = MyDatabaseId;
-		rnode.relNode = relnode;
-		if (!pmhash_storage_gone(&rnode, false))
-		{
-			PmhashCatalogNode node;
+		pool = palloc(sizeof(PmhashCatalogNode));
+		pool->spc = spc;
+		pool->relnode = relnode;
+		pools = lappend(pools, pool);
+	}
+	FreeDir(d);
+	if (pmhash_sweep_pause > 0)
+		pmhash_sweep_wait(list_length(pools));
 
-			node.spc = spc;
-			node.relnode = relnode;
-			if (nodes == NULL || hash_search(nodes, &node, HASH_FIND, NULL))
-				continue;
-		}
+	/* after the listing: see the function's comment */
+	if (!RecoveryInProgress())
+		nodes = pmhash_catalog_nodes();
+	foreach(lc, pools)
+	{
+		PmhashCatalogNode *pool = (PmhashCatalogNode *) lfirst(lc);
+		RelFileNode rnode;
+		PmhashKey	key;
+
+		rnode.spcNode = OidIsValid(pool->spc) ? pool->spc : MyDatabaseTableSpace;
+		rnode.dbNode = MyDatabaseId;
+		rnode.relNode = pool->relnode;
+		if (!pmhash_storage_gone(&rnode, false) &&
+			(nodes == NULL || hash_search(nodes, pool, HASH_FIND, NULL)))
+			continue;
 		memset(&key, 0, sizeof(key));
 		key.dbid = MyDatabaseId;
-		key.spcid = spc;
-		key.relnode = relnode;
+		key.spcid = pool->spc;
+		key.relnode = pool->relnode;
 		pmhash_forget(&key);
 		if (pmhash_pool_unlink(&key))
 			removed++;
 	}
-	FreeDir(d);
+	list_free_deep(pools);
 	if (nodes)
 		hash_destroy(nodes);
 	if (removed > 0)

@@ -10,7 +10,8 @@
 #      is a clear ERROR, inserts and VACUUM go on into the new pool; with a
 #      worker slot the pool is rebuilt and every key's ctids through the
 #      index equal a seqscan's;
-#      an orphan pool (no relation file) is removed at the next start;
+#      an orphan pool (no relation file) is removed at the next start, and
+#      an index created while that sweep runs keeps its pool;
 #   2. a standby whose redo runs out of pmhash shared memory: the replay
 #      goes on (a WARNING, the server stays up), the index is avoided and
 #      answers are right; with more memory after a restart the standby
@@ -126,6 +127,45 @@ $node->safe_psql('postgres', 'INSERT INTO e VALUES (1000)');
 ($ret, $out, $err) = $node->psql('postgres', 'INSERT INTO e VALUES (1000)');
 like($err, qr/conflicting key value violates exclusion constraint/,
 	'and enforces the constraint again');
+
+# an index created while the start's sweep runs keeps its pool: the sweep
+# lists the pool files before it reads the catalog (pmhash.sweep_pause
+# holds it between the two; read the other way round, the new index's row
+# would be missing and its pool removed as an orphan)
+my $dboid = $node->safe_psql('postgres',
+	q{SELECT oid FROM pg_database WHERE datname = 'postgres'});
+File::Copy::copy($apool, "$pooldir/0_4000000001.pool")
+  or die "copy $apool: $!";
+$node->append_conf('postgresql.conf', "pmhash.sweep_pause = '8s'\n");
+my $log_off = -s $node->logfile;
+$node->restart;
+ok( eval {
+		$node->wait_for_log(
+			qr/orphan sweep of database $dboid listed \d+ pool file\(s\), pausing 8000 ms/,
+			$log_off);
+		1;
+	},
+	'the sweep pauses after listing the pool files');
+$node->safe_psql('postgres', q{
+	CREATE TABLE during_sweep (k int);
+	INSERT INTO during_sweep SELECT g FROM generate_series(1, 3000) g;
+	CREATE INDEX during_sweep_k ON during_sweep USING pmhash (k);
+});
+my $newpool = $node->safe_psql('postgres',
+	q{SELECT relfilenode FROM pg_class WHERE relname = 'during_sweep_k'});
+ok(eval { $node->wait_for_log(qr/removed 1 orphan pool file/, $log_off); 1 },
+	'after the pause the sweep removes the orphan');
+ok(!-e "$pooldir/0_4000000001.pool", 'which is gone');
+ok(-e "$pooldir/0_$newpool.pool",
+	'and keeps the pool of the index created while it paused');
+is($node->safe_psql('postgres',
+		"$forced SELECT count(*) FROM during_sweep WHERE k IN (1, 1500, 3000)"),
+	'3', 'that index answers');
+is($node->safe_psql('postgres',
+		q{SELECT count(*) FROM pmhash_check('during_sweep_k')}),
+	'0', 'and pmhash_check finds nothing wrong with it');
+$node->append_conf('postgresql.conf', "pmhash.sweep_pause = 0\n");
+$node->reload;
 
 # 2. a standby whose replay runs out of pmhash shared memory
 $node->backup('b');
