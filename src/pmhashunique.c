@@ -13,13 +13,20 @@
  * row whose key is compared like any other.
  *
  * Two inserters of one key must not both miss the other.  An insert into
- * a unique index takes the unique-check lock of its hash exclusively (one
- * of PMHASH_UNIQUE_LOCKS LWLocks, chosen by index storage and hash), looks
- * the hash up, judges the candidates and flushes its entry to the pool,
- * where other backends see it, before it lets go.  The second inserter
- * then finds the first's entry, sees its transaction in progress through a
- * dirty snapshot, releases the lock and waits for that transaction, as
- * btree's check does, and looks again.
+ * a unique index takes the unique-check lock of its hash exclusively,
+ * looks the hash up, judges the candidates and flushes its entry to the
+ * pool, where other backends see it, before it lets go.  The second
+ * inserter then finds the first's entry, sees its transaction in progress
+ * through a dirty snapshot, releases the lock and waits for that
+ * transaction, as btree's check does, and looks again.
+ *
+ * The lock (PmhashUniqueLock) is one of PMHASH_UNIQUE_LOCKS LWLocks, chosen
+ * by index storage and hash, when judging runs no user code but the
+ * operator class's equality (as btree's check runs its comparison under a
+ * buffer lock).  An index on expressions or with a predicate computes
+ * them for every candidate row, and such code can run long or wait for
+ * heavyweight locks: there the lock is a heavyweight one on the hash, which
+ * a waiter can be cancelled out of and the deadlock detector sees.
  *
  * The lock comes first in pmhash's lock order: under it the backend takes
  * the index and segment locks and heap buffer locks, and never waits for
@@ -82,6 +89,20 @@ typedef struct PmhashUniqueState
 	FmgrInfo	eq[INDEX_MAX_KEYS];
 } PmhashUniqueState;
 
+/*
+ * Advisory-lock key (the locktag's last field) of the heavyweight
+ * unique-check locks: pg_locks shows them as advisory, objsubid 19797.
+ */
+#define PMHASH_UNIQUE_LOCK_KEY	0x4D55
+
+/* the unique-check lock of one hash (see the file's header) */
+typedef struct PmhashUniqueLock
+{
+	bool		heavy;			/* tag, else lw */
+	LWLock	   *lw;
+	LOCKTAG		tag;
+} PmhashUniqueLock;
+
 /* a candidate's verdict */
 typedef enum PmhashUniqueVerdict
 {
@@ -92,16 +113,50 @@ typedef enum PmhashUniqueVerdict
 
 static LWLockPadded *pmhash_unique_locks = NULL;
 
-/* the unique-check lock of a hash in an index storage */
-static LWLock *
-pmhash_unique_lock(Relation index, uint64 hash)
+/*
+ * The unique-check lock of a hash in an index storage: heavyweight when
+ * judging a candidate runs the index's expressions or predicate (ii).
+ */
+static void
+pmhash_unique_lock_init(PmhashUniqueLock *ul, Relation index, uint64 hash,
+						const IndexInfo *ii)
 {
-	uint64		h;
+	ul->heavy = ii->ii_Expressions != NIL || ii->ii_Predicate != NIL;
+	if (ul->heavy)
+	{
+		ul->lw = NULL;
+		SET_LOCKTAG_ADVISORY(ul->tag, MyDatabaseId, index->rd_node.relNode,
+							 (uint32) (hash ^ (hash >> 32)),
+							 PMHASH_UNIQUE_LOCK_KEY);
+	}
+	else
+	{
+		uint64		h = pmhash_hash_combine(hash, index->rd_node.relNode);
 
-	if (pmhash_unique_locks == NULL)
-		pmhash_unique_locks = GetNamedLWLockTranche(PMHASH_UNIQUE_TRANCHE);
-	h = pmhash_hash_combine(hash, index->rd_node.relNode);
-	return &pmhash_unique_locks[h % PMHASH_UNIQUE_LOCKS].lock;
+		if (pmhash_unique_locks == NULL)
+			pmhash_unique_locks = GetNamedLWLockTranche(PMHASH_UNIQUE_TRANCHE);
+		ul->lw = &pmhash_unique_locks[h % PMHASH_UNIQUE_LOCKS].lock;
+	}
+}
+
+/* take a unique-check lock; an ERROR (or the abort) lets it go */
+static void
+pmhash_unique_lock_acquire(PmhashUniqueLock *ul)
+{
+	if (ul->heavy)
+		(void) LockAcquire(&ul->tag, ExclusiveLock, false, false);
+	else
+		LWLockAcquire(ul->lw, LW_EXCLUSIVE);
+}
+
+/* let a unique-check lock go */
+static void
+pmhash_unique_lock_release(PmhashUniqueLock *ul)
+{
+	if (ul->heavy)
+		LockRelease(&ul->tag, ExclusiveLock, false);
+	else
+		LWLockRelease(ul->lw);
 }
 
 /*
@@ -427,12 +482,13 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 					 bool *isnull, ItemPointer tid, Relation heap,
 					 IndexUniqueCheck check, IndexInfo *indexInfo)
 {
-	LWLock	   *lock = pmhash_unique_lock(index, hash);
+	PmhashUniqueLock lock;
 	bool		partial = check == UNIQUE_CHECK_PARTIAL;
 	PmhashUniqueState *us;
 
 	/* catalog lookups and memory for the first row, outside the lock */
 	us = pmhash_unique_state(index, heap, indexInfo);
+	pmhash_unique_lock_init(&lock, index, hash, us->ii);
 
 	for (;;)
 	{
@@ -446,13 +502,13 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 
 		if (check != UNIQUE_CHECK_EXISTING)
 			pmhash_log_settle_index(index, heap, tid);
-		LWLockAcquire(lock, LW_EXCLUSIVE);
+		pmhash_unique_lock_acquire(&lock);
 		pmhash_attach(index, LW_SHARED, &idx);
 		if (unlikely(pmhash_rebuild_unscanned(idx.shared)))
 		{
 			/* the pool lacks entries until the rebuild's heap scan ends */
 			pmhash_detach(&idx);
-			LWLockRelease(lock);
+			pmhash_unique_lock_release(&lock);
 			pmhash_wait_rebuilt(index, heap);
 			continue;
 		}
@@ -469,7 +525,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 				pfree(tids);
 			if (verdict == PMHASH_UNIQUE_WAIT)
 			{
-				LWLockRelease(lock);
+				pmhash_unique_lock_release(&lock);
 				if (token != 0)
 					SpeculativeInsertionWait(xwait, token);
 				else
@@ -478,7 +534,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			}
 			if (verdict == PMHASH_UNIQUE_CONFLICT && !partial)
 			{
-				LWLockRelease(lock);
+				pmhash_unique_lock_release(&lock);
 
 				/*
 				 * as btree does: a serializable transaction that read the
@@ -491,7 +547,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			}
 			if (check == UNIQUE_CHECK_EXISTING)
 			{
-				LWLockRelease(lock);
+				pmhash_unique_lock_release(&lock);
 				return true;
 			}
 			pmhash_attach(index, LW_SHARED, &idx);
@@ -499,7 +555,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 		if (check != UNIQUE_CHECK_EXISTING)
 			pmhash_log_append(&idx, hash, tid, true);
 		pmhash_detach(&idx);
-		LWLockRelease(lock);
+		pmhash_unique_lock_release(&lock);
 		return verdict == PMHASH_UNIQUE_OK;
 	}
 }
