@@ -239,13 +239,15 @@ pmhash_shared_free(PmhashShared *shared, dsa_pointer dp, size_t size)
 	{
 		/*
 		 * The segment may go away: not while someone maps the segments,
-		 * and uncounted first, so that a new segment that takes its number
-		 * counts from zero
+		 * and uncounted in the same hold of the lock, so that a new segment
+		 * that takes its number counts from zero.  Uncounted after the free:
+		 * a free that fails leaves its allocation counted, and the segment
+		 * mapped by those who map what holds pmhash memory.
 		 */
 		LWLockAcquire(pmhash_dsa_free_lock, LW_EXCLUSIVE);
 		Assert(pmhash_dsa_ctl->segment_allocs[seg] > 0);
-		pmhash_dsa_ctl->segment_allocs[seg]--;
 		dsa_free(pmhash_area, dp);
+		pmhash_dsa_ctl->segment_allocs[seg]--;
 		LWLockRelease(pmhash_dsa_free_lock);
 	}
 	shared->shmem_bytes -= size;
@@ -338,6 +340,14 @@ pmhash_free_shared(PmhashShared *shared)
 {
 	if (DsaPointerIsValid(shared->chunks) || DsaPointerIsValid(shared->dir))
 		pmhash_readers_wait();
+
+	/*
+	 * Not loaded from here on: if a free fails half way (an ERROR mapping a
+	 * DSM segment), the index lock is let go with the pointers partly
+	 * forgotten, and no reader, with the lock or without, may take them for
+	 * a loaded index's; the next user loads it again (and the rest leaks).
+	 */
+	shared->state = PMHASH_STATE_EMPTY;
 	if (DsaPointerIsValid(shared->chunks))
 	{
 		dsa_pointer *chunks = pmhash_dsa_address(shared->chunks);
