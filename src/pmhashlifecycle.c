@@ -54,6 +54,7 @@
 #include "storage/latch.h"
 #include "storage/lmgr.h"
 #include "tcop/utility.h"
+#include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
 #include "utils/rel.h"
 #include "utils/relfilenodemap.h"
@@ -372,52 +373,62 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 	PG_END_TRY();
 }
 
-/* a storage named by pg_class: its tablespace (0: the default) and file */
-typedef struct PmhashCatalogNode
+/* a pool file's storage: its tablespace (0: the default) and file */
+typedef struct PmhashPoolNode
 {
 	Oid			spc;
 	Oid			relnode;
-} PmhashCatalogNode;
+} PmhashPoolNode;
+
+/* does a pg_class row that snapshot sees name storage (spc, relnode)? */
+static bool
+pmhash_catalog_names_in(Relation pg_class, Snapshot snapshot,
+						const PmhashPoolNode *node)
+{
+	ScanKeyData keys[2];
+	SysScanDesc scan;
+	bool		found;
+
+	ScanKeyInit(&keys[0], Anum_pg_class_reltablespace, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(node->spc));
+	ScanKeyInit(&keys[1], Anum_pg_class_relfilenode, BTEqualStrategyNumber,
+				F_OIDEQ, ObjectIdGetDatum(node->relnode));
+	scan = systable_beginscan(pg_class, ClassTblspcRelfilenodeIndexId, true,
+							  snapshot, 2, keys);
+	found = HeapTupleIsValid(systable_getnext(scan));
+	systable_endscan(scan);
+	return found;
+}
 
 /*
- * The storages that pg_class names in this database, in any row that is
- * live or that an unfinished (running or prepared) transaction inserted
- * or deletes: a dirty snapshot.  Every pool is made after its storage's
- * pg_class row, in the same transaction.
+ * Does pg_class name storage (spc, relnode) of this database in a row that
+ * is live, or that an unfinished (running or prepared) transaction
+ * inserted or deletes?  Looked up by the storage, through a dirty snapshot
+ * (the rows of unfinished transactions), then through a snapshot taken now
+ * (committed rows).  Both by index: a sequential scan of pg_class can miss
+ * a row that an update moves behind it while it runs (ALTER INDEX ...
+ * RENAME during the sweep), where an MVCC snapshot finds the version that
+ * was live when it was taken.
  */
-static HTAB *
-pmhash_catalog_nodes(void)
+static bool
+pmhash_catalog_names(const PmhashPoolNode *node)
 {
-	HASHCTL		info;
-	HTAB	   *nodes;
 	Relation	pg_class;
-	SysScanDesc scan;
 	SnapshotData dirty;
-	HeapTuple	tup;
+	Snapshot	now;
+	bool		found;
 
-	memset(&info, 0, sizeof(info));
-	info.keysize = sizeof(PmhashCatalogNode);
-	info.entrysize = sizeof(PmhashCatalogNode);
-	info.hcxt = CurrentMemoryContext;
-	nodes = hash_create("pmhash catalog storages", 1024, &info,
-						HASH_ELEM | HASH_BLOBS | HASH_CONTEXT);
-	InitDirtySnapshot(dirty);
 	pg_class = table_open(RelationRelationId, AccessShareLock);
-	scan = systable_beginscan(pg_class, InvalidOid, false, &dirty, 0, NULL);
-	while (HeapTupleIsValid(tup = systable_getnext(scan)))
+	InitDirtySnapshot(dirty);
+	found = pmhash_catalog_names_in(pg_class, &dirty, node);
+	if (!found)
 	{
-		Form_pg_class form = (Form_pg_class) GETSTRUCT(tup);
-		PmhashCatalogNode node;
-
-		if (!OidIsValid(form->relfilenode))
-			continue;
-		node.spc = form->reltablespace;
-		node.relnode = form->relfilenode;
-		(void) hash_search(nodes, &node, HASH_ENTER, NULL);
+		now = RegisterSnapshot(GetLatestSnapshot());
+		found = pmhash_catalog_names_in(pg_class, now, node);
+		UnregisterSnapshot(now);
 	}
-	systable_endscan(scan);
 	table_close(pg_class, AccessShareLock);
-	return nodes;
+	return found;
 }
 
 /* pmhash.sweep_pause: see pmhash_sweep_wait */
@@ -465,7 +476,8 @@ pmhash_sweep_wait(int npools)
  * that is being made or used.
  *
  * On a primary a pool is also an orphan when no pg_class row names its
- * storage, even in a dirty snapshot (pmhash_catalog_nodes): a crash while
+ * storage, neither in a dirty snapshot nor in one taken then
+ * (pmhash_catalog_names): a crash while
  * the transaction that created the storage was open.  PostgreSQL keeps
  * that relation file (8 kB for a pmhash index), and a pool can be large.
  * The pools are listed first and the catalog read after: a pool listed
@@ -484,7 +496,6 @@ pmhash_sweep_orphans(void)
 	DIR		   *d;
 	struct dirent *de;
 	int			removed = 0;
-	HTAB	   *nodes = NULL;
 	List	   *pools = NIL;
 	ListCell   *lc;
 
@@ -494,7 +505,7 @@ pmhash_sweep_orphans(void)
 		return;
 	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
 	{
-		PmhashCatalogNode *pool;
+		PmhashPoolNode *pool;
 		unsigned int spc;
 		unsigned int relnode;
 		char		tail;
@@ -502,7 +513,7 @@ pmhash_sweep_orphans(void)
 		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
 			tail != 'l')
 			continue;
-		pool = palloc(sizeof(PmhashCatalogNode));
+		pool = palloc(sizeof(PmhashPoolNode));
 		pool->spc = spc;
 		pool->relnode = relnode;
 		pools = lappend(pools, pool);
@@ -511,12 +522,10 @@ pmhash_sweep_orphans(void)
 	if (pmhash_sweep_pause > 0)
 		pmhash_sweep_wait(list_length(pools));
 
-	/* after the listing: see the function's comment */
-	if (!RecoveryInProgress())
-		nodes = pmhash_catalog_nodes();
+	/* the catalog read after the listing: see the function's comment */
 	foreach(lc, pools)
 	{
-		PmhashCatalogNode *pool = (PmhashCatalogNode *) lfirst(lc);
+		PmhashPoolNode *pool = (PmhashPoolNode *) lfirst(lc);
 		RelFileNode rnode;
 		PmhashKey	key;
 
@@ -524,7 +533,7 @@ pmhash_sweep_orphans(void)
 		rnode.dbNode = MyDatabaseId;
 		rnode.relNode = pool->relnode;
 		if (!pmhash_storage_gone(&rnode, false) &&
-			(nodes == NULL || hash_search(nodes, pool, HASH_FIND, NULL)))
+			(RecoveryInProgress() || pmhash_catalog_names(pool)))
 			continue;
 		memset(&key, 0, sizeof(key));
 		key.dbid = MyDatabaseId;
@@ -535,8 +544,6 @@ pmhash_sweep_orphans(void)
 			removed++;
 	}
 	list_free_deep(pools);
-	if (nodes)
-		hash_destroy(nodes);
 	if (removed > 0)
 		ereport(LOG,
 				(errmsg("pmhash: removed %d orphan pool file(s) of database %u",
