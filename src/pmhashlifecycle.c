@@ -40,8 +40,11 @@
 #include "access/genam.h"
 #include "access/relation.h"
 #include "access/table.h"
+#include "access/tableam.h"
+#include "access/heapam.h"
 #include "access/xact.h"
 #include "catalog/pg_class.h"
+#include "catalog/pg_tablespace.h"
 #include "catalog/storage.h"
 #include "commands/dbcommands.h"
 #include "commands/defrem.h"
@@ -50,9 +53,12 @@
 #include "miscadmin.h"
 #include "nodes/parsenodes.h"
 #include "nodes/plannodes.h"
+#include "storage/bufmgr.h"
 #include "storage/fd.h"
+#include "storage/ipc.h"
 #include "storage/latch.h"
 #include "storage/lmgr.h"
+#include "storage/md.h"
 #include "tcop/utility.h"
 #include "utils/fmgroids.h"
 #include "utils/lsyscache.h"
@@ -363,7 +369,7 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 			from.relnode = relnode;
 			to = from;
 			to.dbid = dstdb;
-			pmhash_pool_copy(de->d_name, &from, &to);
+			pmhash_pool_copy(NULL, &from, &to);
 		}
 	}
 	PG_FINALLY();
@@ -371,6 +377,49 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 		FreeDir(d);
 	}
 	PG_END_TRY();
+}
+
+/*
+ * Undo what CREATE DATABASE made when copying its template's pools fails:
+ * PostgreSQL's own clean-up (createdb_failure_callback) is over by then,
+ * and the aborted transaction would leave the new database's directories
+ * behind, which nothing removes.  Does what that callback does: drop the
+ * new database's buffers and pending sync requests, then remove its
+ * directory in every tablespace, and the pools copied so far.
+ */
+static void
+pmhash_createdb_failure(int code, Datum arg)
+{
+	Oid			newdb = DatumGetObjectId(arg);
+	char		dir[MAXPGPATH];
+	Relation	rel;
+	TableScanDesc scan;
+	HeapTuple	tuple;
+
+	pmhash_db_dir(newdb, dir, sizeof(dir));
+	if (!rmtree(dir, true))
+		ereport(WARNING,
+				(errmsg("could not remove pmhash pool directory \"%s\"", dir)));
+	DropDatabaseBuffers(newdb);
+	ForgetDatabaseSyncRequests(newdb);
+	rel = table_open(TableSpaceRelationId, AccessShareLock);
+	scan = table_beginscan_catalog(rel, 0, NULL);
+	while ((tuple = heap_getnext(scan, ForwardScanDirection)) != NULL)
+	{
+		Form_pg_tablespace spc = (Form_pg_tablespace) GETSTRUCT(tuple);
+		char	   *path;
+		struct stat st;
+
+		if (spc->oid == GLOBALTABLESPACE_OID)
+			continue;
+		path = GetDatabasePath(newdb, spc->oid);
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && !rmtree(path, true))
+			ereport(WARNING,
+					(errmsg("could not remove directory \"%s\"", path)));
+		pfree(path);
+	}
+	table_endscan(scan);
+	table_close(rel, AccessShareLock);
 }
 
 /* a pool file's storage: its tablespace (0: the default) and file */
@@ -635,7 +684,13 @@ pmhash_ProcessUtility(PlannedStmt *pstmt, const char *queryString,
 
 		if (OidIsValid(newdb))
 		{
-			pmhash_copy_db_pools(template_db, newdb);
+			PG_ENSURE_ERROR_CLEANUP(pmhash_createdb_failure,
+									ObjectIdGetDatum(newdb));
+			{
+				pmhash_copy_db_pools(template_db, newdb);
+			}
+			PG_END_ENSURE_ERROR_CLEANUP(pmhash_createdb_failure,
+										ObjectIdGetDatum(newdb));
 			pmhash_xlog_db(XLOG_PMHASH_COPY_DB, template_db, newdb);
 		}
 	}

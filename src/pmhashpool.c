@@ -623,7 +623,8 @@ pmhash_pool_read_header(const PmhashKey *key, PmhPoolHeader *hdr)
  * relfilenode (ALTER INDEX ... SET TABLESPACE copies the relation's blocks
  * without calling the access method), or the same relfilenode in a new
  * database (CREATE DATABASE ... TEMPLATE).  The copy's header names its new
- * storage.
+ * storage.  indexname names the index in messages; NULL when a template
+ * database's pools are copied (the template's catalog is not at hand).
  */
 void
 pmhash_pool_copy(const char *indexname, const PmhashKey *from,
@@ -647,10 +648,17 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 
 	in = pmhash_open_nofollow(src, &st);
 	if (in < 0)
+	{
+		if (indexname == NULL)
+			ereport(ERROR,
+					(errcode_for_file_access(),
+					 errmsg("could not open pool file \"%s\" of the template database: %m",
+							src)));
 		ereport(ERROR,
 				(errcode_for_file_access(),
 				 errmsg("could not open pool file \"%s\" of pmhash index \"%s\": %m",
 						src, indexname)));
+	}
 	if (unlink(dst) != 0 && errno != ENOENT)
 	{
 		int			save = errno;
@@ -702,8 +710,8 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 			errno = save == 0 ? ENOSPC : save;
 			ereport(ERROR,
 					(errcode_for_file_access(),
-					 errmsg("could not copy pool of pmhash index \"%s\" to \"%s\": %m",
-							indexname, dst)));
+					 errmsg("could not copy pool file \"%s\" to \"%s\": %m",
+							src, dst)));
 		}
 		off += n;
 	}
@@ -715,8 +723,8 @@ pmhash_pool_copy(const char *indexname, const PmhashKey *from,
 		unlink(dst);
 		ereport(ERROR,
 				(errcode_for_file_access(),
-				 errmsg("could not copy pool of pmhash index \"%s\" to \"%s\": %m",
-						indexname, dst)));
+				 errmsg("could not copy pool file \"%s\" to \"%s\": %m",
+						src, dst)));
 	}
 	CloseTransientFile(out);
 	(void) fsync_fname_ext(dir, true, true, ERROR);

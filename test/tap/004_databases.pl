@@ -3,7 +3,7 @@
 #
 # Pools per database: DROP DATABASE removes a database's pools; CREATE
 # DATABASE ... TEMPLATE copies them, and the copy is an independent,
-# working index in the new database.
+# working index in the new database; a copy that fails leaves nothing.
 
 use strict;
 use warnings;
@@ -48,6 +48,32 @@ is($node->safe_psql('d1', q{
 	SELECT count(*) FROM t WHERE k = 77}), '1', 'the template is unaffected');
 is($node->safe_psql('d2', q{SELECT count(*) FROM pmhash_check('t_k')}), '0',
 	'copied index is consistent');
+
+# a CREATE DATABASE whose pool copy fails (a template pool it cannot
+# read) leaves no database directory and no pool directory behind, with
+# either strategy
+sub listing
+{
+	my @l = (glob($node->data_dir . '/base/*'), glob("$pool_dir/*"));
+	return join(' ', sort @l);
+}
+my ($unreadable) = glob("$pool_dir/$d1/*.pool");
+chmod(0000, $unreadable) or die "chmod $unreadable: $!";
+foreach my $strategy ('wal_log', 'file_copy')
+{
+	my $before = listing();
+	my ($ret, $out, $err) = $node->psql('postgres',
+		"CREATE DATABASE d_fail TEMPLATE d1 STRATEGY $strategy");
+	isnt($ret, 0, "$strategy: CREATE DATABASE fails when a pool cannot be copied");
+	like($err, qr/could not open pool file ".*" of the template database/,
+		"$strategy: and says which pool file");
+	is(listing(), $before,
+		"$strategy: and leaves no database or pool directory behind");
+	is($node->safe_psql('postgres',
+			q{SELECT count(*) FROM pg_database WHERE datname = 'd_fail'}),
+		'0', "$strategy: and no database");
+}
+chmod(0600, $unreadable) or die "chmod $unreadable: $!";
 
 # DROP DATABASE removes the pools
 $node->safe_psql('postgres', 'DROP DATABASE d2');
