@@ -597,9 +597,17 @@ pmhash_reset_for_rebuild(const PmhashKey *key, bool mark_file)
 	if (pmhash_ctl == NULL)
 		return;
 	pmhash_backend_init();
+
+	/*
+	 * As in pmhash_forget: a forget between finding the entry and locking
+	 * it (a DROP's commit, a DROP DATABASE) could free the entry and a new
+	 * storage reuse it, whose state this would throw away
+	 */
+	LWLockAcquire(pmhash_forget_lock, LW_EXCLUSIVE);
 	shared = pmhash_shared_entry_if_any(key);
 	if (shared == NULL)
 	{
+		LWLockRelease(pmhash_forget_lock);
 		if (mark_file)
 			pmhash_pool_mark_rebuild(key);
 		return;
@@ -611,6 +619,7 @@ pmhash_reset_for_rebuild(const PmhashKey *key, bool mark_file)
 	shared->generation = pmhash_next_generation();
 	pmhash_set_rebuild(shared, true);
 	pmhash_index_unlock(shared);
+	LWLockRelease(pmhash_forget_lock);
 }
 
 /*
@@ -657,6 +666,8 @@ pmhash_forget_database(Oid dbid)
 	if (pmhash_ctl == NULL)
 		return;
 	pmhash_backend_init();
+	/* forgets take turns (pmhash_forget, pmhash_reset_for_rebuild) */
+	LWLockAcquire(pmhash_forget_lock, LW_EXCLUSIVE);
 	LWLockAcquire(pmhash_htab_lock, LW_EXCLUSIVE);
 	hash_seq_init(&status, pmhash_htab);
 	while ((shared = hash_seq_search(&status)) != NULL)
@@ -677,6 +688,7 @@ pmhash_forget_database(Oid dbid)
 		}
 	}
 	LWLockRelease(pmhash_htab_lock);
+	LWLockRelease(pmhash_forget_lock);
 }
 
 /* close this backend's mapping of a pool */
