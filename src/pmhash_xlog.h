@@ -108,8 +108,9 @@ extern void pmhash_xlog_insert_key(const PmhashKey *key, uint64 pool_id,
 extern void pmhash_xlog_insert(Relation index, uint64 pool_id,
 							   const uint64 *hashes, const ItemPointerData *tids,
 							   int n);
-extern void pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo,
-							   uint64 hi, const ItemPointerData *tids, int n);
+extern XLogRecPtr pmhash_xlog_delete(Relation index, uint64 pool_id,
+									 uint64 lo, uint64 hi,
+									 const ItemPointerData *tids, int n);
 extern void pmhash_xlog_build_end(Relation index, uint64 pool_id);
 extern void pmhash_xlog_drop(const PmhashKey *key);
 extern void pmhash_xlog_copy(const PmhashKey *from, const PmhashKey *to);

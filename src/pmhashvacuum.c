@@ -229,10 +229,19 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint64 pos, PmhashVacState *vs,
 			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
 
 		qsort(vs->tids, vs->ntids, sizeof(ItemPointerData), pmhash_tid_cmp);
-		pmhash_xlog_delete(idx->rel, idx->shared->pool_id, lo, hi, vs->tids,
-						   (int) qunique(vs->tids, vs->ntids,
-										 sizeof(ItemPointerData),
-										 pmhash_tid_cmp));
+
+		/*
+		 * The record reaches the disk before the deletions reach the pool:
+		 * a crash in between would leave the pool without the entries and
+		 * the WAL without the record, and a standby with entries the next
+		 * VACUUM never deletes (it finds nothing here), whose heap slots
+		 * then take other rows.
+		 */
+		XLogFlush(pmhash_xlog_delete(idx->rel, idx->shared->pool_id, lo, hi,
+									 vs->tids,
+									 (int) qunique(vs->tids, vs->ntids,
+												   sizeof(ItemPointerData),
+												   pmhash_tid_cmp)));
 	}
 	got = pmhash_vacuum_pending(idx, segno, pmhash_vac_dead, vs, remaining);
 	if (ndead > 0 &&

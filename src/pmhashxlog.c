@@ -141,8 +141,12 @@ pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
 	pmhash_xlog_insert_key(&key, pool_id, hashes, tids, n);
 }
 
-/* DELETE: the dead TIDs removed from the hashes lo..hi, sorted */
-void
+/*
+ * DELETE: the dead TIDs removed from the hashes lo..hi, sorted.  Returns
+ * the record's end, which the caller flushes before the deletions reach
+ * the pool.
+ */
+XLogRecPtr
 pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
 				   const ItemPointerData *tids, int n)
 {
@@ -150,9 +154,10 @@ pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
 	char	   *buf;
 	char	   *p;
 	int			i;
+	XLogRecPtr	end;
 
 	if (n <= 0)
-		return;
+		return InvalidXLogRecPtr;
 	pmhash_xlog_pool(index, pool_id, 0, &xld.pool);
 	xld.lo = lo;
 	xld.hi = hi;
@@ -170,8 +175,9 @@ pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
 	XLogBeginInsert();
 	XLogRegisterData((char *) &xld, SizeOfPmhashDelete);
 	XLogRegisterData(buf, PMHASH_XLOG_TID_BYTES * n);
-	(void) XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_DELETE);
+	end = XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_DELETE);
 	pfree(buf);
+	return end;
 }
 
 /* BUILD_END: every entry of the build is logged */
