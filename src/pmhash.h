@@ -772,6 +772,7 @@ extern void pmhash_pool_dir_init(void);
 extern uint32 pmhash_epoch;
 extern uint64 pmhash_crash_count;
 extern bool pmhash_started_from_backup;
+extern void pmhash_backup_recovery_done(void);
 
 /* pmhashpool.c: pool files */
 extern void pmhash_key_for_node(const RelFileNode *node, PmhashKey *key);

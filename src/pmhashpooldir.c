@@ -16,6 +16,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "access/xlog.h"
 #include "catalog/pg_control.h"
 #include "common/controldata_utils.h"
 #include "common/file_perm.h"
@@ -75,12 +76,17 @@ uint32		pmhash_epoch = 0;
 uint64		pmhash_crash_count = 0;
 
 /*
- * Did the postmaster start this run from a base backup (backup_label)?
- * Then redo applies pmhash records even without archive recovery, and a
- * missing pool is rebuilt rather than an error: the backup may not have
- * copied it.
+ * Does this run recover a base backup: did the postmaster start it with
+ * backup_label, or continue a recovery that such a start began and that
+ * has not finished (PMHASH_EPOCH says so)?  Then redo applies pmhash
+ * records even without archive recovery, and a missing pool is rebuilt
+ * rather than an error: the backup may not have copied it.
  */
 bool		pmhash_started_from_backup = false;
+
+/* the epoch file's values as this run read or wrote them */
+static uint32 pmhash_epoch_file_epoch = 0;
+static unsigned long long pmhash_epoch_file_crashes = 0;
 
 /*
  * Did the server stop without a shutdown checkpoint before this start?
@@ -105,11 +111,12 @@ pmhash_last_run_crashed(void)
 /*
  * Replace a small file of the pool directory (what: its name in messages)
  * durably: through a temporary file, fsync and rename, then an fsync of
- * the directory.  Postmaster start only: a failure is FATAL.
+ * the directory.  A failure is reported at elevel (FATAL at postmaster
+ * start); returns whether the file was written.
  */
-static void
+static bool
 pmhash_write_dir_file(const char *path, const char *buf, int len,
-					  const char *what)
+					  const char *what, int elevel)
 {
 	char		tmp[MAXPGPATH];
 	int			fd;
@@ -119,10 +126,34 @@ pmhash_write_dir_file(const char *path, const char *buf, int len,
 			  S_IRUSR | S_IWUSR);
 	if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0 ||
 		close(fd) != 0 || rename(tmp, path) != 0)
-		ereport(FATAL,
+	{
+		ereport(elevel,
 				(errcode_for_file_access(),
 				 errmsg("could not write pmhash %s file \"%s\": %m", what, path)));
+		if (fd >= 0)
+			close(fd);
+		return false;
+	}
 	(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
+	return true;
+}
+
+/*
+ * Write the epoch file: the epoch, the crash count, and 1 while the
+ * recovery of a base backup is under way (see pmhash_epoch_init).
+ */
+static bool
+pmhash_epoch_write(uint32 epoch, unsigned long long crashes, bool backup,
+				   int elevel)
+{
+	char		path[MAXPGPATH];
+	char		buf[64];
+	int			len;
+
+	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
+	len = snprintf(buf, sizeof(buf), "%u %llu %d\n", epoch, crashes,
+				   backup ? 1 : 0);
+	return pmhash_write_dir_file(path, buf, len, "epoch", elevel);
 }
 
 /*
@@ -146,6 +177,7 @@ pmhash_epoch_init(bool reinit)
 	FILE	   *f;
 	uint32		epoch = 1;
 	unsigned long long crashes = 0;
+	int			backup = 0;
 	bool		dirty = false;
 
 	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
@@ -153,7 +185,8 @@ pmhash_epoch_init(bool reinit)
 	if (f != NULL)
 	{
 		if (fgets(buf, sizeof(buf), f) == NULL ||
-			sscanf(buf, "%u %llu", &epoch, &crashes) < 1 || epoch == 0)
+			sscanf(buf, "%u %llu %d", &epoch, &crashes, &backup) < 1 ||
+			epoch == 0)
 			ereport(FATAL,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("pmhash epoch file \"%s\" is corrupt", path),
@@ -166,10 +199,27 @@ pmhash_epoch_init(bool reinit)
 	if (!reinit && access("backup_label", F_OK) == 0)
 	{
 		epoch++;
+		backup = 1;
 		dirty = true;
 		pmhash_started_from_backup = true;
 		ereport(LOG,
 				(errmsg("pmhash: starting from a base backup; pools copied with it are rebuilt from their tables (pool epoch %u)",
+						epoch)));
+	}
+	else if (backup != 0 && !pmhash_started_from_backup)
+	{
+		/*
+		 * The startup process renames backup_label before it replays: a
+		 * recovery from a base backup that stopped (a crash, an immediate
+		 * stop) after that continues here without it, and its pmhash
+		 * records must still be replayed (pools that the first attempt
+		 * made by redo are of the new epoch and trusted).  The flag is
+		 * cleared once a recovery has finished
+		 * (pmhash_backup_recovery_done).
+		 */
+		pmhash_started_from_backup = true;
+		ereport(LOG,
+				(errmsg("pmhash: continuing the recovery of a base backup; pmhash's WAL records are replayed (pool epoch %u)",
 						epoch)));
 	}
 	if (reinit || pmhash_last_run_crashed())
@@ -179,13 +229,34 @@ pmhash_epoch_init(bool reinit)
 	}
 
 	if (dirty)
-	{
-		int			len = snprintf(buf, sizeof(buf), "%u %llu\n", epoch, crashes);
-
-		pmhash_write_dir_file(path, buf, len, "epoch");
-	}
+		(void) pmhash_epoch_write(epoch, crashes, backup != 0, FATAL);
 	pmhash_epoch = epoch;
 	pmhash_crash_count = crashes;
+	pmhash_epoch_file_epoch = epoch;
+	pmhash_epoch_file_crashes = crashes;
+}
+
+/*
+ * After the recovery of a base backup has finished (the background
+ * launcher calls this once it sees no recovery in progress): clear the
+ * epoch file's flag, so that the next start's crash recovery skips pmhash
+ * records as usual.  The end of crash recovery waits for its checkpoint,
+ * so a later crash replays nothing from before it; after a promotion the
+ * records replayed were applied and persisted.  A failure is a WARNING:
+ * the flag then only makes the next start replay records it need not.
+ */
+void
+pmhash_backup_recovery_done(void)
+{
+	static bool done = false;
+
+	if (done || !pmhash_started_from_backup || RecoveryInProgress())
+		return;
+	done = true;
+	if (pmhash_epoch_write(pmhash_epoch_file_epoch,
+						   pmhash_epoch_file_crashes, false, WARNING))
+		ereport(LOG,
+				(errmsg("pmhash: the recovery of the base backup has finished")));
 }
 
 /*
@@ -275,7 +346,7 @@ pmhash_pool_dir_claim(void)
 	}
 
 	/* claim it (also a moved data directory whose pools came along) */
-	pmhash_write_dir_file(path, want, len, "owner");
+	(void) pmhash_write_dir_file(path, want, len, "owner", FATAL);
 	free(realdata);
 }
 

@@ -470,8 +470,9 @@ pmhash_redo(XLogReaderState *record)
 	 * the records say (entries are persistent before the commit record,
 	 * deletions before VACUUM frees the heap slots).  Replaying would only
 	 * load them early.  A data directory restored from a base backup replays
-	 * them even without archive recovery: pools created while the backup
-	 * ran are not in it, or not whole.
+	 * them even without archive recovery, also in a start that continues
+	 * such a recovery (pmhash_started_from_backup): pools created while
+	 * the backup ran are not in it, or not whole.
 	 */
 	if (!ArchiveRecoveryRequested && !pmhash_started_from_backup)
 		return;

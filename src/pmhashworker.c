@@ -201,11 +201,13 @@ pmhash_prewarm_launcher_main(Datum arg)
 	BackgroundWorkerUnblockSignals();
 	BackgroundWorkerInitializeConnection(NULL, NULL, 0);
 
+	pmhash_backup_recovery_done();
 	pmhash_launcher_run(pmhash_prewarm, true);
 
 	/* stay, so that a crash reinitialisation starts a new run */
 	while (!ShutdownRequestPending)
 	{
+		pmhash_backup_recovery_done();	/* (once, after a promotion) */
 		(void) WaitLatch(MyLatch,
 						 WL_LATCH_SET | WL_TIMEOUT | WL_EXIT_ON_PM_DEATH,
 						 wait_ms, PG_WAIT_EXTENSION);
