@@ -124,18 +124,26 @@ pmhash_write_dir_file(const char *path, const char *buf, int len,
 	snprintf(tmp, sizeof(tmp), "%s.tmp", path);
 	fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC,
 			  S_IRUSR | S_IWUSR);
-	if (fd < 0 || write(fd, buf, len) != len || pg_fsync(fd) != 0 ||
-		close(fd) != 0 || rename(tmp, path) != 0)
+	if (fd < 0)
+		goto failed;
+	if (write(fd, buf, len) != len || pg_fsync(fd) != 0)
 	{
-		ereport(elevel,
-				(errcode_for_file_access(),
-				 errmsg("could not write pmhash %s file \"%s\": %m", what, path)));
-		if (fd >= 0)
-			close(fd);
-		return false;
+		int			save_errno = errno;
+
+		close(fd);
+		errno = save_errno;
+		goto failed;
 	}
+	if (close(fd) != 0 || rename(tmp, path) != 0)
+		goto failed;
 	(void) fsync_fname_ext(pmhash_pool_dir, true, true, WARNING);
 	return true;
+
+failed:
+	ereport(elevel,
+			(errcode_for_file_access(),
+			 errmsg("could not write pmhash %s file \"%s\": %m", what, path)));
+	return false;
 }
 
 /*
