@@ -756,8 +756,8 @@ typedef struct PmhashRedoTids
 	ItemPointerData *tids;
 	int			n;
 } PmhashRedoTids;
-extern void pmhash_vacuum_redo(PmhashIndex *idx, uint64 lo, uint64 hi,
-							   PmhashRedoTids *dead);
+extern uint64 pmhash_vacuum_redo(PmhashIndex *idx, uint64 lo, uint64 hi,
+								 PmhashRedoTids *dead);
 extern IndexBulkDeleteResult *pmhashvacuumcleanup(IndexVacuumInfo *info,
 												  IndexBulkDeleteResult *stats);
 

@@ -350,7 +350,7 @@ pmhash_redo_delete(XLogReaderState *record)
 	if (pmhash_attach_redo(rel, xld->pool.pool_id, LW_SHARED, &idx))
 	{
 		pmhash_redo_vacuum_begin(&idx);
-		pmhash_vacuum_redo(&idx, xld->lo, xld->hi, &dead);
+		(void) pmhash_vacuum_redo(&idx, xld->lo, xld->hi, &dead);
 		pmhash_detach(&idx);
 	}
 	FreeFakeRelcacheEntry(rel);
