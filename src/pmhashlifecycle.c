@@ -43,10 +43,13 @@
 #include "access/tableam.h"
 #include "access/heapam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
+#include "access/xloginsert.h"
 #include "catalog/pg_class.h"
 #include "catalog/pg_tablespace.h"
 #include "catalog/storage.h"
 #include "commands/dbcommands.h"
+#include "commands/dbcommands_xlog.h"
 #include "commands/defrem.h"
 #include "executor/executor.h"
 #include "common/string.h"
@@ -385,7 +388,9 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
  * and the aborted transaction would leave the new database's directories
  * behind, which nothing removes.  Does what that callback does: drop the
  * new database's buffers and pending sync requests, then remove its
- * directory in every tablespace, and the pools copied so far.
+ * directory in every tablespace and log their removal (the creation is in
+ * the WAL already: a standby, or a crash recovery, would make them again),
+ * and remove the pools copied so far.
  */
 static void
 pmhash_createdb_failure(int code, Datum arg)
@@ -395,6 +400,8 @@ pmhash_createdb_failure(int code, Datum arg)
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tuple;
+	List	   *removed = NIL;
+	ListCell   *lc;
 
 	pmhash_db_dir(newdb, dir, sizeof(dir));
 	if (!rmtree(dir, true))
@@ -413,13 +420,40 @@ pmhash_createdb_failure(int code, Datum arg)
 		if (spc->oid == GLOBALTABLESPACE_OID)
 			continue;
 		path = GetDatabasePath(newdb, spc->oid);
-		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode) && !rmtree(path, true))
-			ereport(WARNING,
-					(errmsg("could not remove directory \"%s\"", path)));
+		if (lstat(path, &st) == 0 && S_ISDIR(st.st_mode))
+		{
+			if (!rmtree(path, true))
+				ereport(WARNING,
+						(errmsg("could not remove directory \"%s\"", path)));
+			removed = lappend_oid(removed, spc->oid);
+		}
 		pfree(path);
 	}
 	table_endscan(scan);
 	table_close(rel, AccessShareLock);
+
+	/* as remove_dbtablespaces logs it */
+	if (removed != NIL)
+	{
+		xl_dbase_drop_rec xlrec;
+		Oid		   *spcs = palloc(sizeof(Oid) * list_length(removed));
+		int			n = 0;
+
+		foreach(lc, removed)
+			spcs[n++] = lfirst_oid(lc);
+		xlrec.db_id = newdb;
+		xlrec.ntablespaces = n;
+		XLogBeginInsert();
+		XLogRegisterData((char *) &xlrec, MinSizeOfDbaseDropRec);
+		XLogRegisterData((char *) spcs, sizeof(Oid) * n);
+
+		/*
+		 * Flushed: an aborting transaction flushes nothing, and a crash
+		 * would replay the creation without this
+		 */
+		XLogFlush(XLogInsert(RM_DBASE_ID,
+							 XLOG_DBASE_DROP | XLR_SPECIAL_REL_UPDATE));
+	}
 }
 
 /* a pool file's storage: its tablespace (0: the default) and file */

@@ -13,7 +13,7 @@ use PostgreSQL::Test::Utils;
 use Test::More;
 
 my $node = PostgreSQL::Test::Cluster->new('dbs');
-$node->init;
+$node->init(allows_streaming => 1);
 $node->append_conf('postgresql.conf', "shared_preload_libraries = 'pmhash'\n");
 $node->start;
 
@@ -51,29 +51,50 @@ is($node->safe_psql('d2', q{SELECT count(*) FROM pmhash_check('t_k')}), '0',
 
 # a CREATE DATABASE whose pool copy fails (a template pool it cannot
 # read) leaves no database directory and no pool directory behind, with
-# either strategy
+# either strategy: not on the primary, not on a standby that replays the
+# WAL, not after a crash recovery of the primary
 sub listing
 {
-	my @l = (glob($node->data_dir . '/base/*'), glob("$pool_dir/*"));
+	my ($n) = @_;
+	my $pd = $n->data_dir . '/pmhash';
+	my @l = map { s{^.*/}{}r } (glob($n->data_dir . '/base/*'), glob("$pd/*"));
 	return join(' ', sort @l);
 }
+$node->backup('b004');
+my $standby = PostgreSQL::Test::Cluster->new('dbs_standby');
+$standby->init_from_backup($node, 'b004', has_streaming => 1);
+$standby->start;
 my ($unreadable) = glob("$pool_dir/$d1/*.pool");
 chmod(0000, $unreadable) or die "chmod $unreadable: $!";
 foreach my $strategy ('wal_log', 'file_copy')
 {
-	my $before = listing();
+	my $before = listing($node);
 	my ($ret, $out, $err) = $node->psql('postgres',
 		"CREATE DATABASE d_fail TEMPLATE d1 STRATEGY $strategy");
 	isnt($ret, 0, "$strategy: CREATE DATABASE fails when a pool cannot be copied");
 	like($err, qr/could not open pool file ".*" of the template database/,
 		"$strategy: and says which pool file");
-	is(listing(), $before,
+	is(listing($node), $before,
 		"$strategy: and leaves no database or pool directory behind");
 	is($node->safe_psql('postgres',
 			q{SELECT count(*) FROM pg_database WHERE datname = 'd_fail'}),
 		'0', "$strategy: and no database");
 }
 chmod(0600, $unreadable) or die "chmod $unreadable: $!";
+$node->wait_for_catchup($standby);
+my $base_dirs = sub {
+	my ($n) = @_;
+	return join(' ', sort grep { /^\d+$/ }
+		  map { s{^.*/}{}r } glob($n->data_dir . '/base/*'));
+};
+is($base_dirs->($standby), $base_dirs->($node),
+	'the standby has no directory of the failed databases either');
+$standby->stop;
+my $after = listing($node);
+$node->stop('immediate');
+$node->start;
+is(listing($node), $after,
+	'nor has the primary after a crash recovery');
 
 # DROP DATABASE removes the pools
 $node->safe_psql('postgres', 'DROP DATABASE d2');
