@@ -84,10 +84,6 @@ uint64		pmhash_crash_count = 0;
  */
 bool		pmhash_started_from_backup = false;
 
-/* the epoch file's values as this run read or wrote them */
-static uint32 pmhash_epoch_file_epoch = 0;
-static unsigned long long pmhash_epoch_file_crashes = 0;
-
 /*
  * Did the server stop without a shutdown checkpoint before this start?
  * Called by the postmaster before the startup process runs, so pg_control
@@ -164,6 +160,19 @@ pmhash_epoch_write(uint32 epoch, unsigned long long crashes, bool backup,
 	return pmhash_write_dir_file(path, buf, len, "epoch", elevel);
 }
 
+/* read the epoch file's fields (the third, if missing, as 0) */
+static bool
+pmhash_epoch_parse(FILE *f, uint32 *epoch, unsigned long long *crashes,
+				   int *backup)
+{
+	char		buf[64];
+
+	*backup = 0;
+	return fgets(buf, sizeof(buf), f) != NULL &&
+		sscanf(buf, "%u %llu %d", epoch, crashes, backup) >= 1 &&
+		*epoch != 0;
+}
+
 /*
  * Read the epoch file of the pool directory and update it.
  *
@@ -181,7 +190,6 @@ static void
 pmhash_epoch_init(bool reinit)
 {
 	char		path[MAXPGPATH];
-	char		buf[64];
 	FILE	   *f;
 	uint32		epoch = 1;
 	unsigned long long crashes = 0;
@@ -192,14 +200,14 @@ pmhash_epoch_init(bool reinit)
 	f = fopen(path, "r");
 	if (f != NULL)
 	{
-		if (fgets(buf, sizeof(buf), f) == NULL ||
-			sscanf(buf, "%u %llu %d", &epoch, &crashes, &backup) < 1 ||
-			epoch == 0)
+		bool		ok = pmhash_epoch_parse(f, &epoch, &crashes, &backup);
+
+		fclose(f);
+		if (!ok)
 			ereport(FATAL,
 					(errcode(ERRCODE_DATA_CORRUPTED),
 					 errmsg("pmhash epoch file \"%s\" is corrupt", path),
 					 errhint("Remove the pool directory's contents and REINDEX every pmhash index.")));
-		fclose(f);
 	}
 	else
 		dirty = true;
@@ -240,8 +248,6 @@ pmhash_epoch_init(bool reinit)
 		(void) pmhash_epoch_write(epoch, crashes, backup != 0, FATAL);
 	pmhash_epoch = epoch;
 	pmhash_crash_count = crashes;
-	pmhash_epoch_file_epoch = epoch;
-	pmhash_epoch_file_crashes = crashes;
 }
 
 /*
@@ -257,12 +263,26 @@ void
 pmhash_backup_recovery_done(void)
 {
 	static bool done = false;
+	char		path[MAXPGPATH];
+	FILE	   *f;
+	uint32		epoch;
+	unsigned long long crashes;
+	int			backup = 0;
 
 	if (done || !pmhash_started_from_backup || RecoveryInProgress())
 		return;
 	done = true;
-	if (pmhash_epoch_write(pmhash_epoch_file_epoch,
-						   pmhash_epoch_file_crashes, false, WARNING))
+
+	/* (a launcher after a crash reinitialisation finds it cleared) */
+	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return;
+	if (!pmhash_epoch_parse(f, &epoch, &crashes, &backup))
+		backup = 0;
+	fclose(f);
+	if (backup != 0 &&
+		pmhash_epoch_write(epoch, crashes, false, WARNING))
 		ereport(LOG,
 				(errmsg("pmhash: the recovery of the base backup has finished")));
 }
