@@ -340,6 +340,29 @@ pmhash_remove_db_dir(Oid dbid)
 	pmhash_forget_database(dbid);
 }
 
+/* a pool file's storage: its tablespace (0: the default) and file */
+typedef struct PmhashPoolNode
+{
+	Oid			spc;
+	Oid			relnode;
+} PmhashPoolNode;
+
+/* is name a pool file's ("<spc>_<relnode>.pool")?  Then *node says whose */
+static bool
+pmhash_pool_file_node(const char *name, PmhashPoolNode *node)
+{
+	unsigned int spc;
+	unsigned int relnode;
+	char		tail;
+
+	if (sscanf(name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
+		tail != 'l')
+		return false;
+	node->spc = spc;
+	node->relnode = relnode;
+	return true;
+}
+
 /* copy every pool of a template database into a new database */
 void
 pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
@@ -359,17 +382,14 @@ pmhash_copy_db_pools(Oid srcdb, Oid dstdb)
 		{
 			PmhashKey	from;
 			PmhashKey	to;
-			unsigned int spc;
-			unsigned int relnode;
-			char		tail;
+			PmhashPoolNode node;
 
-			if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
-				tail != 'l')
+			if (!pmhash_pool_file_node(de->d_name, &node))
 				continue;
 			memset(&from, 0, sizeof(from));
 			from.dbid = srcdb;
-			from.spcid = spc;
-			from.relnode = relnode;
+			from.spcid = node.spc;
+			from.relnode = node.relnode;
 			to = from;
 			to.dbid = dstdb;
 			pmhash_pool_copy(NULL, &from, &to);
@@ -396,17 +416,13 @@ static void
 pmhash_createdb_failure(int code, Datum arg)
 {
 	Oid			newdb = DatumGetObjectId(arg);
-	char		dir[MAXPGPATH];
 	Relation	rel;
 	TableScanDesc scan;
 	HeapTuple	tuple;
 	List	   *removed = NIL;
 	ListCell   *lc;
 
-	pmhash_db_dir(newdb, dir, sizeof(dir));
-	if (!rmtree(dir, true))
-		ereport(WARNING,
-				(errmsg("could not remove pmhash pool directory \"%s\"", dir)));
+	pmhash_remove_db_dir(newdb);
 	DropDatabaseBuffers(newdb);
 	ForgetDatabaseSyncRequests(newdb);
 	rel = table_open(TableSpaceRelationId, AccessShareLock);
@@ -455,13 +471,6 @@ pmhash_createdb_failure(int code, Datum arg)
 							 XLOG_DBASE_DROP | XLR_SPECIAL_REL_UPDATE));
 	}
 }
-
-/* a pool file's storage: its tablespace (0: the default) and file */
-typedef struct PmhashPoolNode
-{
-	Oid			spc;
-	Oid			relnode;
-} PmhashPoolNode;
 
 /* does a pg_class row that snapshot sees name storage (spc, relnode)? */
 static bool
@@ -588,17 +597,13 @@ pmhash_sweep_orphans(void)
 		return;
 	while ((de = ReadDirExtended(d, dir, LOG)) != NULL)
 	{
+		PmhashPoolNode node;
 		PmhashPoolNode *pool;
-		unsigned int spc;
-		unsigned int relnode;
-		char		tail;
 
-		if (sscanf(de->d_name, "%u_%u.poo%c", &spc, &relnode, &tail) != 3 ||
-			tail != 'l')
+		if (!pmhash_pool_file_node(de->d_name, &node))
 			continue;
 		pool = palloc(sizeof(PmhashPoolNode));
-		pool->spc = spc;
-		pool->relnode = relnode;
+		*pool = node;
 		pools = lappend(pools, pool);
 	}
 	FreeDir(d);
