@@ -142,6 +142,13 @@ failed:
 	return false;
 }
 
+/* the path of the pool directory's epoch file */
+static void
+pmhash_epoch_path(char *path)
+{
+	snprintf(path, MAXPGPATH, "%s/PMHASH_EPOCH", pmhash_pool_dir);
+}
+
 /*
  * Write the epoch file: the epoch, the crash count, and 1 while the
  * recovery of a base backup is under way (see pmhash_epoch_init).
@@ -154,23 +161,34 @@ pmhash_epoch_write(uint32 epoch, unsigned long long crashes, bool backup,
 	char		buf[64];
 	int			len;
 
-	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
+	pmhash_epoch_path(path);
 	len = snprintf(buf, sizeof(buf), "%u %llu %d\n", epoch, crashes,
 				   backup ? 1 : 0);
 	return pmhash_write_dir_file(path, buf, len, "epoch", elevel);
 }
 
-/* read the epoch file's fields (the third, if missing, as 0) */
-static bool
-pmhash_epoch_parse(FILE *f, uint32 *epoch, unsigned long long *crashes,
-				   int *backup)
+/*
+ * Read the epoch file's fields (the third, if missing, as 0): 1 if read,
+ * 0 if there is no file (the fields untouched), -1 if it is corrupt.
+ */
+static int
+pmhash_epoch_read(uint32 *epoch, unsigned long long *crashes, int *backup)
 {
+	char		path[MAXPGPATH];
 	char		buf[64];
+	FILE	   *f;
+	bool		ok;
 
+	pmhash_epoch_path(path);
+	f = fopen(path, "r");
+	if (f == NULL)
+		return 0;
 	*backup = 0;
-	return fgets(buf, sizeof(buf), f) != NULL &&
+	ok = fgets(buf, sizeof(buf), f) != NULL &&
 		sscanf(buf, "%u %llu %d", epoch, crashes, backup) >= 1 &&
 		*epoch != 0;
+	fclose(f);
+	return ok ? 1 : -1;
 }
 
 /*
@@ -190,26 +208,22 @@ static void
 pmhash_epoch_init(bool reinit)
 {
 	char		path[MAXPGPATH];
-	FILE	   *f;
 	uint32		epoch = 1;
 	unsigned long long crashes = 0;
 	int			backup = 0;
+	int			found;
 	bool		dirty = false;
 
-	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
-	f = fopen(path, "r");
-	if (f != NULL)
+	found = pmhash_epoch_read(&epoch, &crashes, &backup);
+	if (found < 0)
 	{
-		bool		ok = pmhash_epoch_parse(f, &epoch, &crashes, &backup);
-
-		fclose(f);
-		if (!ok)
-			ereport(FATAL,
-					(errcode(ERRCODE_DATA_CORRUPTED),
-					 errmsg("pmhash epoch file \"%s\" is corrupt", path),
-					 errhint("Remove the pool directory's contents and REINDEX every pmhash index.")));
+		pmhash_epoch_path(path);
+		ereport(FATAL,
+				(errcode(ERRCODE_DATA_CORRUPTED),
+				 errmsg("pmhash epoch file \"%s\" is corrupt", path),
+				 errhint("Remove the pool directory's contents and REINDEX every pmhash index.")));
 	}
-	else
+	if (found == 0)
 		dirty = true;
 
 	if (!reinit && access("backup_label", F_OK) == 0)
@@ -263,8 +277,6 @@ void
 pmhash_backup_recovery_done(void)
 {
 	static bool done = false;
-	char		path[MAXPGPATH];
-	FILE	   *f;
 	uint32		epoch;
 	unsigned long long crashes;
 	int			backup = 0;
@@ -274,14 +286,7 @@ pmhash_backup_recovery_done(void)
 	done = true;
 
 	/* (a launcher after a crash reinitialisation finds it cleared) */
-	snprintf(path, sizeof(path), "%s/PMHASH_EPOCH", pmhash_pool_dir);
-	f = fopen(path, "r");
-	if (f == NULL)
-		return;
-	if (!pmhash_epoch_parse(f, &epoch, &crashes, &backup))
-		backup = 0;
-	fclose(f);
-	if (backup != 0 &&
+	if (pmhash_epoch_read(&epoch, &crashes, &backup) == 1 && backup != 0 &&
 		pmhash_epoch_write(epoch, crashes, false, WARNING))
 		ereport(LOG,
 				(errmsg("pmhash: the recovery of the base backup has finished")));
