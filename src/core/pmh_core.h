@@ -733,8 +733,9 @@ extern PmhInsertResult pmh_relocate(PmhPool *pool, const PmhCallbacks *cb,
  * the shared state: primary segment segno and its overflow chain
  * (pmh_lookup_meta), then its D-bucket (pmh_pending_lookup; meta is the
  * primary's metadata, from which both start).  Stores at most maxtags and
- * returns the number found, which may exceed maxtags.  (Inline, so that a lookup runs no
- * call beyond the two it makes: see pmh_probe_segment on why that counts.)
+ * returns the number found, which may exceed maxtags.  (Inline, so that a
+ * lookup runs no call beyond the two it makes: see pmh_probe_segment on why
+ * that counts.)
  */
 static inline int
 pmh_lookup_all(const PmhPool *pool, const PmhCallbacks *cb,

@@ -2234,7 +2234,7 @@ note_shape(const Table *t, uint64 entries)
 	load_shape.pool_bytes_per_entry = (double) pmh_pool_bytes(used) / entries;
 	load_shape.meta_bytes_per_entry =
 		((double) used * sizeof(PmhSegMeta) + sizeof(uint32) * ((size_t) 1 << t->gd)) / entries;
-	load_shape.huge_mb = anon_huge_mb();
+	load_shape.huge_mb = opt.huge_meta ? anon_huge_mb() : -1;
 	load_shape.valid = true;
 }
 
