@@ -162,6 +162,11 @@ is($node->safe_psql('postgres',
 		"$forced SELECT count(*) FROM during_sweep WHERE k IN (1, 1500, 3000)"),
 	'3', 'that index answers');
 is($node->safe_psql('postgres',
+		"$forced SELECT array_agg(ctid ORDER BY ctid) FROM during_sweep WHERE k IN (1, 1500, 3000)"),
+	$node->safe_psql('postgres',
+		"$seqscan SELECT array_agg(ctid ORDER BY ctid) FROM during_sweep WHERE k IN (1, 1500, 3000)"),
+	'with the rows a sequential scan finds');
+is($node->safe_psql('postgres',
 		q{SELECT count(*) FROM pmhash_check('during_sweep_k')}),
 	'0', 'and pmhash_check finds nothing wrong with it');
 $node->append_conf('postgresql.conf', "pmhash.sweep_pause = 0\n");

@@ -234,6 +234,13 @@ for my $n ($primary, $standby)
 		SELECT count(*) FROM d2 WHERE k = 3 AND f});
 	note "vacuum: $name: plan $plan";
 	is($r, 0, "vacuum: $name: no row k = 3 AND f through the partial index");
+	is( $n->safe_psql('postgres', q{
+		SET enable_seqscan = off; SET enable_bitmapscan = off;
+		SELECT array_agg(ctid ORDER BY ctid) FROM d2 WHERE k = ANY ('{1,2,3,4,5,6,7,8,9,10,11,12}') AND f}),
+		$n->safe_psql('postgres', q{
+		SET enable_indexscan = off; SET enable_bitmapscan = off;
+		SELECT array_agg(ctid ORDER BY ctid) FROM d2 WHERE k = ANY ('{1,2,3,4,5,6,7,8,9,10,11,12}') AND f}),
+		"vacuum: $name: the partial index finds what a sequential scan does");
 }
 
 # after promotion the standby keeps them
