@@ -320,8 +320,22 @@ typedef struct PmhPending
 typedef struct PmhFpBucket
 {
 	uint16		fp[PMH_FPT_WAYS];	/* pmh_meta_fp(hash) of the slot */
-	uint16		slot[PMH_FPT_WAYS]; /* 1 + slot number; 0 = unused */
+	uint16		slot[PMH_FPT_WAYS]; /* 1 + slot number; 0 = unused; may
+									 * carry PMH_FPT_DEAD */
 } PmhFpBucket;
+
+/*
+ * A hint in a way's slot number: the entry's heap row is dead to every
+ * snapshot there is or will be (pmh_mark_dead; the server sets it when a
+ * scan or a unique check finds so, as btree sets LP_DEAD).  Lookups skip
+ * such a way; probes for one exact entry (pmh_contains, pmh_find_slot),
+ * deletes and checks see through it.  It is volatile like the rest of the
+ * table: a rebuild drops it, and the entry stays in the pool until VACUUM
+ * removes it.
+ */
+#define PMH_FPT_DEAD			0x8000
+StaticAssertDecl(PMH_SEG_SLOTS < PMH_FPT_DEAD,
+				 "slot numbers leave the dead hint's bit free");
 
 /*
  * Volatile metadata of one segment (primary or overflow), kept by the
@@ -684,6 +698,9 @@ extern int	pmh_delete_slots(PmhPool *pool, PmhSegMeta *meta, uint32 segno,
 							 int bucket, uint16 mask);
 extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
 						 uint32 segno, uint64 hash, uint64 tag);
+extern int	pmh_mark_dead(const PmhPool *pool, const PmhCallbacks *cb,
+						  uint32 segno, uint64 hash,
+						  bool (*is_dead) (uint64 tag, void *arg), void *arg);
 
 /* the segment layer's inline helpers: fingerprints and prefetch hints */
 #include "pmh_segment.h"

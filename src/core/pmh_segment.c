@@ -129,7 +129,7 @@ pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot)
 			int			w = pg_rightmost_one_pos32(c);
 
 			c &= c - 1;
-			if (bk->slot[w] == slot + 1)
+			if ((bk->slot[w] & ~PMH_FPT_DEAD) == slot + 1)
 			{
 				bk->slot[w] = 0;
 				bk->fp[w] = 0;
@@ -192,7 +192,7 @@ pmh_fpt_verify(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 	{
 		for (w = 0; w < PMH_FPT_WAYS; w++)
 		{
-			int			sl = meta->fpt[b].slot[w];
+			int			sl = meta->fpt[b].slot[w] & ~PMH_FPT_DEAD;
 			uint64		h;
 
 			if (sl == 0)
@@ -255,7 +255,8 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
  * Probe one segment for hash: the fingerprint table gives the live slots
  * whose fingerprint matches, from the hash's bucket (one cache line) and
  * any after it that entries went on to; their entries start loading
- * together, then are compared.  An optimistic lookup (see
+ * together, then are compared.  Ways hinted dead (PMH_FPT_DEAD) are
+ * skipped unless with_dead.  An optimistic lookup (see
  * pmh_version_read_begin) runs this while the segment may change: each
  * slot number is read once and checked, and the candidates have room for
  * every way of the table, in case a rebuild shows a slot in two buckets.
@@ -266,9 +267,10 @@ pmh_note_read(const PmhPool *pool, const PmhEntry *e)
  */
 static pg_attribute_always_inline bool
 pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
-				  uint64 hash, pmh_slot_fn fn, void *arg)
+				  uint64 hash, bool with_dead, pmh_slot_fn fn, void *arg)
 {
 	uint16		fp = pmh_meta_fp(hash);
+	uint16		keep = with_dead ? (uint16) ~PMH_FPT_DEAD : (uint16) 0xffff;
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
 	uint16		cand[PMH_FPT_BUCKETS * PMH_FPT_WAYS];	/* every way once */
 	int			ncand = 0;
@@ -284,14 +286,20 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 		const PmhFpBucket *bk = &meta->fpt[b];
 		uint32		c = pmh_fpt_match(bk, fp);
 
+		/* (many ways of one hash hinted dead: skip them at once) */
+		if (c != 0 && !with_dead)
+			c &= ~pmh_fpt_dead_ways(bk);
 		while (c)
 		{
 			int			w = pg_rightmost_one_pos32(c);
 			uint32		slot;
 
 			c &= c - 1;
-			/* (0, an unused way, wraps around and is skipped) */
-			slot = (uint32) pmh_fpt_way_slot(bk, w) - 1;
+			/*
+			 * (0, an unused way, wraps around and is skipped; so is a dead
+			 * hint that is kept)
+			 */
+			slot = (uint32) (pmh_fpt_way_slot(bk, w) & keep) - 1;
 			if (slot >= PMH_SEG_SLOTS)
 				continue;
 			cand[ncand] = (uint16) slot;
@@ -319,12 +327,12 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
  */
 static pg_attribute_always_inline bool
 pmh_probe(const PmhPool *pool, const PmhCallbacks *cb,
-		  const PmhSegMeta *meta, uint32 segno, uint64 hash, pmh_slot_fn fn,
-		  void *arg)
+		  const PmhSegMeta *meta, uint32 segno, uint64 hash, bool with_dead,
+		  pmh_slot_fn fn, void *arg)
 {
 	for (;;)
 	{
-		if (pmh_probe_segment(pool, meta, segno, hash, fn, arg))
+		if (pmh_probe_segment(pool, meta, segno, hash, with_dead, fn, arg))
 			return true;
 		segno = meta->ovf_next;
 		if (likely(segno == PMH_NO_SEGMENT))
@@ -362,7 +370,7 @@ pmh_exists_fn(const PmhEntry *e, void *arg)
 
 /*
  * Collect the tag words of all live entries with this hash in primary
- * segment segno and its overflow chain.  Stores at most maxtags and returns
+ * segment segno and its overflow chain, but those hinted dead.  Stores at most maxtags and returns
  * the number found (which may exceed maxtags: call again with more room).
  */
 int
@@ -387,11 +395,14 @@ pmh_lookup_meta(const PmhPool *pool, const PmhCallbacks *cb,
 	c.max = maxtags;
 	c.n = 0;
 	c.want = 0;
-	(void) pmh_probe(pool, cb, meta, segno, hash, pmh_collect_fn, &c);
+	(void) pmh_probe(pool, cb, meta, segno, hash, false, pmh_collect_fn, &c);
 	return c.n;
 }
 
-/* is exactly this (hash, tag) a live entry of segment segno or its chain? */
+/*
+ * Is exactly this (hash, tag) a live entry of segment segno or its chain,
+ * hinted dead or not?
+ */
 bool
 pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			 uint64 hash, uint64 tag)
@@ -405,7 +416,7 @@ pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	if (segno == PMH_NO_SEGMENT)
 		return false;
 	return pmh_probe(pool, cb, cb->get_meta(cb->arg, segno), segno, hash,
-					 pmh_exists_fn, &c);
+					 true, pmh_exists_fn, &c);
 }
 
 typedef struct PmhFind
@@ -437,9 +448,60 @@ pmh_find_slot(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 
 	f.want = tag;
 	f.found = NULL;
-	if (!pmh_probe_segment(pool, meta, segno, hash, pmh_find_fn, &f))
+	if (!pmh_probe_segment(pool, meta, segno, hash, true, pmh_find_fn, &f))
 		return -1;
 	return (int) (f.found - pmh_seg_entries(pool, segno));
+}
+
+/*
+ * Hint dead the entries with this hash in primary segment segno and its
+ * chain whose tag is_dead says are (PMH_FPT_DEAD), so that later lookups
+ * skip them.  Returns how many it marked.  The caller holds the segment's
+ * lock shared at least: no writer changes the table meanwhile, and other
+ * holders only read it or set the same bit, each way with one atomic
+ * operation (lookups without the lock read a way's slot once, and either
+ * value is right for them: the row is dead to every snapshot).
+ */
+int
+pmh_mark_dead(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
+			  uint64 hash, bool (*is_dead) (uint64 tag, void *arg), void *arg)
+{
+	uint16		fp = pmh_meta_fp(hash);
+	int			marked = 0;
+
+	while (segno != PMH_NO_SEGMENT)
+	{
+		PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+		const PmhEntry *entries = pmh_seg_entries(pool, segno);
+		int			seq[PMH_FPT_BUCKETS];
+		int			n = pmh_fpt_sequence(meta, hash, seq);
+		int			i;
+
+		for (i = 0; i < n && meta->nlive > 0; i++)
+		{
+			PmhFpBucket *bk = &meta->fpt[seq[i]];
+			uint32		c = pmh_fpt_match(bk, fp) & ~pmh_fpt_dead_ways(bk);
+
+			while (c)
+			{
+				int			w = pg_rightmost_one_pos32(c);
+				uint32		slot = (uint32) bk->slot[w] - 1;
+
+				c &= c - 1;
+				/* (an unused way) */
+				if (slot >= PMH_SEG_SLOTS)
+					continue;
+				if (entries[slot].hash == hash && is_dead(entries[slot].tag, arg))
+				{
+					__atomic_fetch_or(&bk->slot[w], (uint16) PMH_FPT_DEAD,
+									  __ATOMIC_RELAXED);
+					marked++;
+				}
+			}
+		}
+		segno = meta->ovf_next;
+	}
+	return marked;
 }
 
 /* write one entry into a free slot and persist it; update the metadata */

@@ -124,6 +124,31 @@ pmh_fpt_match(const PmhFpBucket *bk, uint16 fp)
 }
 
 /*
+ * Ways of a fingerprint bucket hinted dead (PMH_FPT_DEAD), as a bit mask.
+ * With SSE2: the slot numbers packed to bytes with signed saturation keep
+ * their top bit, which a movemask gathers.
+ */
+static inline uint32
+pmh_fpt_dead_ways(const PmhFpBucket *bk)
+{
+#ifdef __SSE2__
+	__m128i		lo = _mm_loadu_si128((const __m128i *) bk->slot);
+	__m128i		hi = _mm_loadu_si128((const __m128i *) (bk->slot + 8));
+
+	StaticAssertStmt(PMH_FPT_DEAD == 0x8000, "the hint is the sign bit");
+	return (uint32) _mm_movemask_epi8(_mm_packs_epi16(lo, hi));
+#else
+	uint32		dead = 0;
+	int			w;
+
+	for (w = 0; w < PMH_FPT_WAYS; w++)
+		if (bk->slot[w] & PMH_FPT_DEAD)
+			dead |= (uint32) 1 << w;
+	return dead;
+#endif
+}
+
+/*
  * The slot number (plus one; 0 = unused) of way w of a fingerprint bucket,
  * read once: lookups without the segment lock (pmh_lookup_prefetch, an
  * optimistic pmh_lookup) check the value they use, and the compiler must

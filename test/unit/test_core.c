@@ -75,6 +75,7 @@ static const TestDef tests[] = {
 	{"fingerprints", test_fingerprints},
 	{"duplicates", test_duplicates},
 	{"delete_reinsert", test_delete_reinsert},
+	{"dead_hints", test_dead_hints},
 	{"recovery_clean", test_recovery_clean},
 	{"crash_split_unpublished", test_crash_split_unpublished},
 	{"crash_split_unpublished_chain", test_crash_split_chain},

@@ -37,6 +37,7 @@ extern void test_fpt_full(void);
 extern void test_insert_lookup(void);
 extern void test_duplicates(void);
 extern void test_delete_reinsert(void);
+extern void test_dead_hints(void);
 extern void test_optimistic_lookups(void);
 
 /* test_split.c: splits, overflow chains, crashes before their publish */

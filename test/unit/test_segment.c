@@ -4,7 +4,7 @@
  *	  Unit tests of segments and their fingerprints: insert and lookup,
  *	  the fingerprint table (what a probe reads, a crowd of one hash's
  *	  neighbours, a full segment), duplicates under one hash, delete and
- *	  re-insert, and optimistic lookups racing a writer.
+ *	  re-insert, dead hints, and optimistic lookups racing a writer.
  *
  * Part of test/unit/test_core (the driver and the list of tests are in
  * test_core.c).
@@ -803,4 +803,116 @@ test_optimistic_lookups(void)
 	pthread_mutex_destroy(&o->lock);
 	tpool_close(&tp);
 	free(o);
+}
+
+/* DeadHint.is_dead for pmh_mark_dead: TIDs with an even offset are dead */
+static bool
+even_offset_is_dead(uint64 tag, void *arg)
+{
+	(*(int *) arg)++;
+	return (pmh_tag_offset(tag) & 1) == 0;
+}
+
+/* how many of tags[0..n-1] have an even offset */
+static int
+count_even(const uint64 *tags, int n)
+{
+	int			even = 0;
+	int			i;
+
+	for (i = 0; i < n; i++)
+		even += (pmh_tag_offset(tags[i]) & 1) == 0;
+	return even;
+}
+
+/*
+ * Dead hints (PMH_FPT_DEAD): one hash with enough TIDs for an overflow
+ * chain among others.  Marking the even offsets dead hides them from
+ * lookups of that hash, and from nothing else: the exact probes
+ * (pmh_contains, pmh_find_slot, a re-insert's duplicate test) still find
+ * them, the table still verifies, a slot deleted with its way hinted goes,
+ * and a rebuild of the table shows the hinted entries again.
+ */
+void
+test_dead_hints(void)
+{
+	TPool		tp;
+	Model		m;
+	uint64		H = rnd();
+	int			ndups = 2 * PMH_SEG_SLOTS + 300;
+	uint64	   *tags = NULL;
+	int			cap = 0;
+	int			asked = 0;
+	int			n;
+	int			marked;
+	uint32		segno;
+	uint32		s;
+	uint64		live;
+	size_t		j;
+
+	memset(&m, 0, sizeof(m));
+	if (!tpool_create(&tp, "dead_hints", 2))
+		return;
+	workload_random(&tp, &m, 3000, false);
+	insert_dups(&tp, &m, H, ndups, 9000000, false);
+	live = check_structure(&tp, "dead hints, before");
+	segno = tp.dir[pmh_dir_index(H, tp.gd)];
+	CHECKF(chain_length(&tp, segno) >= 1, "chain of %d", chain_length(&tp, segno));
+
+	n = tpool_lookup(&tp, H, &tags, &cap);
+	CHECK(n == ndups);
+	marked = pmh_mark_dead(&tp.pool, &tp.cb, segno, H, even_offset_is_dead, &asked);
+	CHECKF(marked == count_even(tags, n), "marked %d of %d even", marked,
+		   count_even(tags, n));
+	CHECK(asked == ndups);
+
+	/* lookups skip them */
+	n = tpool_lookup(&tp, H, &tags, &cap);
+	CHECKF(n == ndups - marked, "lookup after marking: %d", n);
+	CHECK(count_even(tags, n) == 0);
+	/* marking again finds nothing new, and asks about the unmarked only */
+	asked = 0;
+	CHECK(pmh_mark_dead(&tp.pool, &tp.cb, segno, H, even_offset_is_dead, &asked) == 0);
+	CHECK(asked == ndups - marked);
+
+	/* the exact probes, the checks and re-inserts see through the hint */
+	CHECK(check_structure(&tp, "dead hints, marked") == live);
+	CHECK(pmh_contains(&tp.pool, &tp.cb, segno, H, pmh_tag_make(H, 9000000, 2)));
+	CHECK(tpool_insert(&tp, H, 9000000, 2) == PMH_INSERT_EXISTS);
+	CHECK(tpool_insert(&tp, H, 9000000, 3) == PMH_INSERT_EXISTS);
+	/* other hashes are untouched */
+	for (j = 0; j < m.n; j += 97)
+		if (m.e[j].hash != H)
+			CHECK(tpool_lookup(&tp, m.e[j].hash, &tags, &cap) >= 1);
+
+	/* a hinted slot found and deleted is gone from every probe */
+	{
+		uint64		tag = pmh_tag_make(H, 9000000, 4);
+		int			slot = -1;
+
+		for (s = segno; s != PMH_NO_SEGMENT && slot < 0; s = tp.meta[s].ovf_next)
+			slot = pmh_find_slot(&tp.pool, &tp.meta[s], s, H, tag);
+		if (CHECKF(slot >= 0, "hinted entry not found by pmh_find_slot"))
+		{
+			s = segno;
+			while (pmh_find_slot(&tp.pool, &tp.meta[s], s, H, tag) < 0)
+				s = tp.meta[s].ovf_next;
+			CHECK(pmh_delete_slots(&tp.pool, &tp.meta[s], s,
+								   slot / PMH_BUCKET_SLOTS,
+								   (uint16) (1 << (slot % PMH_BUCKET_SLOTS))) == 0);
+			CHECK(!pmh_contains(&tp.pool, &tp.cb, segno, H, tag));
+			CHECK(tpool_lookup(&tp, H, &tags, &cap) == ndups - marked);
+			CHECK(check_structure(&tp, "dead hints, one deleted") == live - 1);
+		}
+	}
+
+	/* a rebuilt table has no hints */
+	for (s = segno; s != PMH_NO_SEGMENT; s = tp.meta[s].ovf_next)
+		pmh_fpt_rebuild(&tp.pool, &tp.meta[s], s);
+	n = tpool_lookup(&tp, H, &tags, &cap);
+	CHECKF(n == ndups - 1, "lookup after the rebuild: %d", n);
+	CHECK(check_structure(&tp, "dead hints, rebuilt") == live - 1);
+	free(tags);
+	model_free(&m);
+	tpool_close(&tp);
 }
