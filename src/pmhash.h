@@ -715,6 +715,11 @@ typedef struct PmhashScanOpaqueData
 	int			ntids;
 	int			next;
 	int			cap;
+	int			last;			/* tids[] index last returned, or -1 */
+	/* TIDs the executor found dead to all (kill_prior_tuple), to hint */
+	ItemPointerData *killed;	/* room for ntids; NULL until first needed */
+	int			nkilled;
+	int			killed_cap;
 	BlockNumber heap_nblocks;	/* heap length as last seen */
 	MemoryContext scancxt;		/* the scan's: lives as long as it */
 	/* checking rows in the scan (pmhash_tid_check) */
@@ -741,6 +746,11 @@ extern int	pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags,
 							   int max);
 extern int	pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf,
 								   int cap, uint64 **tags);
+extern int	pmhash_hint_dead_hash(PmhashIndex *idx, uint64 hash,
+								  ItemPointerData *tids, int ntids);
+extern void pmhash_hint_dead(Relation index, const uint64 *hashes,
+							 int nhashes, ItemPointerData *tids, int ntids);
+extern void pmhash_scan_hint_killed(IndexScanDesc scan);
 extern BlockNumber pmhash_heap_length_hint(Relation heap);
 extern bool pmhash_heap_has_block(Relation heap, BlockNumber *nblocks,
 								  BlockNumber blk);

@@ -167,7 +167,11 @@ pmhash_redo_create(const xl_pmhash_pool *xlp)
 	FreeFakeRelcacheEntry(rel);
 }
 
-/* does the index hold (hash, tid) already (index lock shared)? */
+/*
+ * Does the index hold (hash, tid) already (index lock shared)?  The lookup
+ * skips entries hinted dead, and none is: hints are set only outside
+ * recovery (pmhash_hint_dead_hash).
+ */
 static bool
 pmhash_redo_present(PmhashIndex *idx, uint64 hash, uint64 tag)
 {

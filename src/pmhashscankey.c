@@ -219,6 +219,8 @@ pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 	bool		used_hash1 = false;
 	int			i;
 
+	/* the hints of the last round, while its hashes are at hand */
+	pmhash_scan_hint_killed(scan);
 	if (scankey && scan->numberOfKeys > 0)
 		memmove(scan->keyData, scankey,
 				scan->numberOfKeys * sizeof(ScanKeyData));

@@ -18,6 +18,11 @@
  * first starting to load every lookup's lines and only then reading them
  * (pmhash_collect_batch), so that the cache misses of the batch overlap.
  *
+ * Rows that the executor finds dead to every snapshot (kill_prior_tuple),
+ * and that the scan's own checks find so, have their entries hinted dead
+ * when the scan has returned its TIDs (pmhash_scan_hint_killed), so that
+ * later lookups skip them, as btree and hash skip LP_DEAD items.
+ *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
@@ -27,6 +32,7 @@
 #include "access/table.h"
 #include "access/tableam.h"
 #include "access/xact.h"
+#include "access/xlog.h"
 #include "catalog/index.h"
 #include "catalog/pg_index.h"
 #include "executor/executor.h"
@@ -53,6 +59,7 @@ pmhashbeginscan(Relation rel, int nkeys, int norderbys)
 	PmhashScanOpaque so = palloc0(sizeof(PmhashScanOpaqueData));
 
 	so->cap = 64;
+	so->last = -1;
 	so->heap_nblocks = 0;		/* read on first need */
 	so->scancxt = CurrentMemoryContext;
 	so->tags = palloc(sizeof(uint64) * so->cap);
@@ -158,6 +165,142 @@ pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf, int cap,
 		*tags = palloc(sizeof(uint64) * cap);
 	}
 	return n;
+}
+
+/* pmh_mark_dead's test: is the tag's TID in the sorted array of a hint? */
+typedef struct PmhashDeadSet
+{
+	const ItemPointerData *tids;
+	int			n;
+} PmhashDeadSet;
+
+static bool
+pmhash_tag_is_dead(uint64 tag, void *arg)
+{
+	const PmhashDeadSet *set = (const PmhashDeadSet *) arg;
+	ItemPointerData tid;
+
+	ItemPointerSet(&tid, pmh_tag_block(tag), pmh_tag_offset(tag));
+	return bsearch(&tid, set->tids, set->n, sizeof(ItemPointerData),
+				   pmhash_tid_cmp) != NULL;
+}
+
+/* sort and de-duplicate TIDs; returns how many distinct ones there are */
+static int
+pmhash_sort_tids(ItemPointerData *tids, int n)
+{
+	if (n < 2)
+		return n;
+	qsort(tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
+	return (int) qunique(tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
+}
+
+/* pmhash_hint_dead_hash, tids sorted and distinct */
+static int
+pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
+						const ItemPointerData *tids, int ntids)
+{
+	PmhashDeadSet set;
+	uint32		segno;
+	int			marked;
+
+	Assert(idx->mode == LW_SHARED);
+	if (ntids == 0)
+		return 0;
+	set.tids = tids;
+	set.n = ntids;
+	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
+	marked = pmh_mark_dead(&idx->local->pool, &idx->cb, segno, hash,
+						   pmhash_tag_is_dead, &set);
+	pmhash_unlock_segment(idx, segno);
+	return marked;
+}
+
+/*
+ * Hint dead the entries with this hash whose TIDs are among tids (which
+ * this sorts): their rows are dead to every snapshot, and lookups need not
+ * return them (PMH_FPT_DEAD).  Index lock held shared; takes the
+ * segment's lock shared.  Returns how many it hinted.  Entries still in a
+ * D-bucket or a collecting log are not hinted: at most a D-bucket's worth
+ * per segment.
+ *
+ * The hint is the shared memory's own, like the rest of the fingerprint
+ * table: it is not logged, and a restart, a split or a VACUUM of the
+ * segment forgets it.  It is set only outside recovery, from a horizon
+ * that covers every snapshot of this server, so a scan never needs to see
+ * a hinted entry (unlike btree's LP_DEAD bits, which reach standbys with
+ * the primary's horizon); redo, which must see every entry, runs where
+ * no hint has been set since the shared memory was made.
+ */
+int
+pmhash_hint_dead_hash(PmhashIndex *idx, uint64 hash, ItemPointerData *tids,
+					  int ntids)
+{
+	return pmhash_hint_dead_sorted(idx, hash, tids,
+								   pmhash_sort_tids(tids, ntids));
+}
+
+/*
+ * Hint dead the entries with one of these hashes whose TIDs are among tids
+ * (pmhash_hint_dead_hash), which this sorts and de-duplicates.  Takes the
+ * index lock shared, PMH_LOOKUP_BATCH hashes at a time.
+ */
+void
+pmhash_hint_dead(Relation index, const uint64 *hashes, int nhashes,
+				 ItemPointerData *tids, int ntids)
+{
+	int			base;
+
+	if (ntids == 0 || nhashes == 0 || RecoveryInProgress())
+		return;
+	ntids = pmhash_sort_tids(tids, ntids);
+	for (base = 0; base < nhashes; base += PMH_LOOKUP_BATCH)
+	{
+		int			nk = Min(PMH_LOOKUP_BATCH, nhashes - base);
+		PmhashIndex idx;
+		int			i;
+
+		pmhash_attach(index, LW_SHARED, &idx);
+		for (i = 0; i < nk; i++)
+			(void) pmhash_hint_dead_sorted(&idx, hashes[base + i], tids,
+										   ntids);
+		pmhash_detach(&idx);
+	}
+}
+
+/* note the TID at tids[i] as dead to all, for pmhash_scan_hint_killed */
+static void
+pmhash_scan_note_killed(PmhashScanOpaque so, int i)
+{
+	if (so->killed_cap < so->ntids)
+	{
+		Size		size = sizeof(ItemPointerData) * so->ntids;
+
+		so->killed = so->killed == NULL ?
+			MemoryContextAllocHuge(so->scancxt, size) :
+			repalloc_huge(so->killed, size);
+		so->killed_cap = so->ntids;
+	}
+	Assert(so->nkilled < so->killed_cap);
+	so->killed[so->nkilled++] = so->tids[i];
+}
+
+/*
+ * Hint dead the entries of the TIDs this scan found dead to all since it
+ * last collected (pmhash_hint_dead).  Called when the scan has returned
+ * its last TID, at rescan and at the scan's end.
+ */
+void
+pmhash_scan_hint_killed(IndexScanDesc scan)
+{
+	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
+	int			n = so->nkilled;
+
+	if (n == 0)
+		return;
+	so->nkilled = 0;
+	pmhash_hint_dead(scan->indexRelation, so->hashes, so->nhashes,
+					 so->killed, n);
 }
 
 /*
@@ -402,7 +545,8 @@ pmhash_row_matches_keys(IndexScanDesc scan)
  * INDEX skipped over, and whose TOASTed values may be gone), or, for a
  * non-MVCC snapshot, which can see several, any of them.  A TID that
  * leads to nothing visible gives false: the executor would find nothing
- * there either.
+ * there either; if what it leads to is dead to all, the TID is noted for
+ * a hint, as the executor's kill_prior_tuple would be.
  *
  * The heap page stays pinned (by the heap AM's fetch state) until the next
  * check, the scan's end or rescan.  A row was found through a slot that is
@@ -412,14 +556,16 @@ pmhash_row_matches_keys(IndexScanDesc scan)
  * has fetched what it leads to.
  */
 static bool
-pmhash_tid_check(IndexScanDesc scan, ItemPointer tid)
+pmhash_tid_check(IndexScanDesc scan, int i)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
-	ItemPointerData chain = *tid;	/* the fetch moves it along the chain */
+	ItemPointerData chain = so->tids[i];	/* the fetch moves it along the
+											 * chain */
 	Snapshot	snapshot = scan->xs_snapshot;
 	ExprContext *econtext;
 	bool		call_again = false;
 	bool		found = false;
+	bool		all_dead = false;
 
 	if (so->pred_estate == NULL)
 	{
@@ -447,9 +593,14 @@ pmhash_tid_check(IndexScanDesc scan, ItemPointer tid)
 	do
 	{
 		ResetExprContext(econtext);
+		/* (all_dead says so for the whole chain after a first call only) */
 		if (!table_index_fetch_tuple(so->pred_fetch, &chain, snapshot,
-									 so->pred_slot, &call_again, NULL))
+									 so->pred_slot, &call_again, &all_dead))
+		{
+			if (all_dead && !scan->xactStartedInRecovery)
+				pmhash_scan_note_killed(so, i);
 			break;
+		}
 		found = (!so->check_pred || so->pred == NULL ||
 				 ExecQual(so->pred, econtext)) &&
 			(!so->check_key || pmhash_row_matches_keys(scan));
@@ -472,6 +623,8 @@ pmhash_collect(IndexScanDesc scan)
 	so->valid = true;
 	so->ntids = 0;
 	so->next = 0;
+	so->last = -1;
+	so->nkilled = 0;
 	pgstat_count_index_scan(scan->indexRelation);
 	if (so->empty)
 		return;
@@ -531,11 +684,7 @@ pmhash_collect(IndexScanDesc scan)
 	if (heap != NULL && heap != scan->heapRelation)
 		table_close(heap, NoLock);
 
-	if (n > 1)
-	{
-		qsort(so->tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
-		n = (int) qunique(so->tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
-	}
+	n = pmhash_sort_tids(so->tids, n);
 	so->check_pred = n > 0 && pmhash_scan_needs_predicate(scan, stale);
 	/* a bitmap scan (no heap relation) never has check_key's keys */
 	so->check_key = so->check_key && scan->heapRelation != NULL;
@@ -554,19 +703,25 @@ pmhashgettuple(IndexScanDesc scan, ScanDirection dir)
 				 errmsg("pmhash indexes support only forward scans")));
 	if (!so->valid)
 		pmhash_collect(scan);
+	else if (scan->kill_prior_tuple && so->last >= 0)
+		pmhash_scan_note_killed(so, so->last);
+	so->last = -1;
 	while (so->next < so->ntids)
 	{
-		ItemPointer tid = &so->tids[so->next++];
+		int			i = so->next++;
+		ItemPointer tid = &so->tids[i];
 
-		if ((so->check_pred || so->check_key) && !pmhash_tid_check(scan, tid))
+		if ((so->check_pred || so->check_key) && !pmhash_tid_check(scan, i))
 			continue;
 		scan->xs_heaptid = *tid;
 		scan->xs_recheck = !so->check_key;
+		so->last = i;
 		return true;
 	}
 	/* the last page checked may be one the executor never pinned */
 	if (so->pred_estate != NULL)
 		table_index_fetch_reset(so->pred_fetch);
+	pmhash_scan_hint_killed(scan);
 	return false;
 }
 
@@ -588,6 +743,7 @@ pmhashendscan(IndexScanDesc scan)
 {
 	PmhashScanOpaque so = (PmhashScanOpaque) scan->opaque;
 
+	pmhash_scan_hint_killed(scan);
 	if (so->pred_estate != NULL)
 	{
 		table_index_fetch_end(so->pred_fetch);
@@ -598,6 +754,8 @@ pmhashendscan(IndexScanDesc scan)
 		MemoryContextDelete(so->keycxt);
 	pfree(so->tags);
 	pfree(so->tids);
+	if (so->killed != NULL)
+		pfree(so->killed);
 	pfree(so);
 	scan->opaque = NULL;
 }

@@ -226,18 +226,20 @@ pmhash_unique_state_free(PmhashUniqueState *us)
 /*
  * Fetch the row at tid that snapshot sees (following a HOT chain) into
  * slot and compute its key into values/isnull.  Returns false if the
- * snapshot sees no row there.  The caller clears the slot.
+ * snapshot sees no row there, and then sets *all_dead (if not NULL) to
+ * whether the chain is dead to every snapshot.  The caller clears the
+ * slot.
  */
 static bool
 pmhash_unique_fetch_key(PmhashUniqueState *us, TupleTableSlot *slot,
 						ItemPointer tid, Snapshot snapshot, Datum *values,
-						bool *isnull)
+						bool *isnull, bool *all_dead)
 {
 	ItemPointerData chain = *tid;
 	bool		call_again = false;
 
 	if (!table_index_fetch_tuple(us->fetch, &chain, snapshot, slot,
-								 &call_again, NULL))
+								 &call_again, all_dead))
 		return false;
 	GetPerTupleExprContext(us->estate)->ecxt_scantuple = slot;
 	FormIndexDatum(us->ii, slot, us->estate, values, isnull);
@@ -284,23 +286,28 @@ pmhash_unique_keys_equal(Relation index, PmhashUniqueState *us,
  * its entry is among them, and elsewhere an entry left by a crash may
  * name its slot.  A conflict does not count when the new row is itself
  * dead by now (CREATE INDEX CONCURRENTLY's validation inserts such rows).
+ * The candidates whose rows are dead to every snapshot move to the front
+ * of tids, *ndead of them, for the caller to hint (as btree's check marks
+ * such items LP_DEAD).
  */
 static PmhashUniqueVerdict
 pmhash_unique_judge(PmhashUniqueState *us, Relation index, Relation heap,
-					const ItemPointerData *tids, int n, ItemPointer newtid,
+					ItemPointerData *tids, int n, ItemPointer newtid,
 					const Datum *values, const bool *isnull, bool partial,
-					TransactionId *xwait, uint32 *token)
+					TransactionId *xwait, uint32 *token, int *ndead)
 {
 	BlockNumber nblocks = pmhash_heap_length_hint(heap);
 	PmhashUniqueVerdict verdict = PMHASH_UNIQUE_OK;
 	int			i;
 
+	*ndead = 0;
 	for (i = 0; i < n && verdict == PMHASH_UNIQUE_OK; i++)
 	{
 		ItemPointerData tid = tids[i];
 		SnapshotData dirty;
 		Datum		cvalues[INDEX_MAX_KEYS];
 		bool		cisnull[INDEX_MAX_KEYS];
+		bool		all_dead = false;
 
 		if (ItemPointerEquals(&tid, newtid))
 			continue;
@@ -310,8 +317,13 @@ pmhash_unique_judge(PmhashUniqueState *us, Relation index, Relation heap,
 			continue;
 		InitDirtySnapshot(dirty);
 		if (!pmhash_unique_fetch_key(us, us->slot, &tid, &dirty,
-									 cvalues, cisnull))
+									 cvalues, cisnull, &all_dead))
+		{
+			/* (*ndead <= i: the candidates not judged yet stay) */
+			if (all_dead)
+				tids[(*ndead)++] = tid;
 			continue;
+		}
 		if ((us->pred == NULL ||
 			 ExecQual(us->pred, GetPerTupleExprContext(us->estate))) &&
 			pmhash_unique_keys_equal(index, us, values, isnull,
@@ -516,15 +528,17 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 									 PMHASH_UNIQUE_CANDIDATES);
 		if (n > 0)
 		{
+			int			ndead;
+
 			/* heap reads under the index lock would hold up splits */
 			pmhash_detach(&idx);
 			verdict = pmhash_unique_judge(us, index, heap, tids, n, tid,
 										  values, isnull, partial,
-										  &xwait, &token);
-			if (tids != stack)
-				pfree(tids);
+										  &xwait, &token, &ndead);
 			if (verdict == PMHASH_UNIQUE_WAIT)
 			{
+				if (tids != stack)
+					pfree(tids);
 				pmhash_unique_lock_release(&lock);
 				if (token != 0)
 					SpeculativeInsertionWait(xwait, token);
@@ -545,12 +559,17 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 											   InvalidBlockNumber);
 				pmhash_unique_violation(index, heap, values, isnull);
 			}
+			pmhash_attach(index, LW_SHARED, &idx);
+			/* candidates dead to all: later checks of the key skip them */
+			(void) pmhash_hint_dead_hash(&idx, hash, tids, ndead);
+			if (tids != stack)
+				pfree(tids);
 			if (check == UNIQUE_CHECK_EXISTING)
 			{
+				pmhash_detach(&idx);
 				pmhash_unique_lock_release(&lock);
 				return true;
 			}
-			pmhash_attach(index, LW_SHARED, &idx);
 		}
 		if (check != UNIQUE_CHECK_EXISTING)
 			pmhash_log_append(&idx, hash, tid, true);
@@ -622,9 +641,9 @@ pmhash_build_unique_check(PmhashBuildUnique *bu)
 		if (ItemPointerEquals(&bu->pairs[i].a, &bu->pairs[i].b))
 			continue;
 		if (pmhash_unique_fetch_key(us, us->slot, &bu->pairs[i].a,
-									SnapshotSelf, av, an) &&
+									SnapshotSelf, av, an, NULL) &&
 			pmhash_unique_fetch_key(us, us->slot2, &bu->pairs[i].b,
-									SnapshotSelf, bv, bn))
+									SnapshotSelf, bv, bn, NULL))
 			dup = pmhash_unique_keys_equal(bu->index, us, av, an, bv, bn);
 		if (dup)
 		{
