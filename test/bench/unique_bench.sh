@@ -20,7 +20,14 @@
 #      -M prepared, synchronous_commit = off, the methods taking turns for
 #      $PGB_ROUNDS rounds, the median reported; a 1-client run shares one
 #      CPU with its backend (taskset)
-#   7. report: unique.md (numbers, ratios, issue 32's targets: upkeep <=
+#   7. hot key: one row of a 100k-row table updated $HOT_TXNS times, each
+#      update its own transaction and never HOT (v has a btree index),
+#      autovacuum off, in $HOT_BATCHES batches (pgbench -t, 1 client): a
+#      unique pmhash index on k, a unique btree, a (non-unique) hash
+#      index; the TPS of the first and the last batch.  Without dead
+#      hints every lookup and unique check of k fetched every dead version
+#      until VACUUM
+#   8. report: unique.md (numbers, ratios, issue 32's targets: upkeep <=
 #      0.5 x btree's on int8 and on text, size <= 0.2 x btree's on text,
 #      upsert TPS >= btree's) and unique.tsv in test/bench/results/<date>/
 #      (or $PMHASH_BENCH_OUT)
@@ -31,6 +38,8 @@
 # Knobs: PMHASH_BENCH_ROWS (1000000), PMHASH_BENCH_REPEAT (3),
 #        PMHASH_BENCH_PGBENCH_TIME (5; 0 skips pgbench),
 #        PMHASH_BENCH_PGBENCH_ROUNDS (3), PMHASH_BENCH_CLIENTS ("1 2"),
+#        PMHASH_BENCH_HOT_TXNS (4000 per batch; 0 skips),
+#        PMHASH_BENCH_HOT_BATCHES (4),
 #        PMHASH_BENCH_MODE ("file" or "emulated", as sql_bench.sh),
 #        PMHASH_BENCH_OUT, PMHASH_BENCH_SKIP_BUILD=1, PMHASH_BENCH_KEEP=1,
 #        PMHASH_BENCH_CONF (extra postgresql.conf lines), PG_CONFIG.
@@ -49,6 +58,8 @@ REPEAT=${PMHASH_BENCH_REPEAT:-3}
 PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-5}
 PGB_ROUNDS=${PMHASH_BENCH_PGBENCH_ROUNDS:-3}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2}
+HOT_TXNS=${PMHASH_BENCH_HOT_TXNS:-4000}
+HOT_BATCHES=${PMHASH_BENCH_HOT_BATCHES:-4}
 MODE=${PMHASH_BENCH_MODE:-file}
 
 bench_cluster pmhunique "$MODE" "shared_buffers = '1GB'
@@ -191,6 +202,48 @@ if [ "$PGB_TIME" != 0 ]; then
 	}
 fi
 
+# ------------------------------------------------------------- hot key ---
+
+HOT_AMS=(pmhash btree hash)
+if [ "$HOT_TXNS" != 0 ]; then
+	pmh_head "hot key: $HOT_BATCHES batches of $HOT_TXNS non-HOT updates of one row"
+	printf 'UPDATE hot SET v = v + 1 WHERE k = 1;\n' >"$PMH_CL_DIR/hot.sql"
+	for am in "${HOT_AMS[@]}"; do
+		uniq=UNIQUE
+		[ "$am" = hash ] && uniq=
+		sql -c "DROP TABLE IF EXISTS hot" \
+			-c "CREATE TABLE hot (k int8, v int8) WITH (autovacuum_enabled = off)" \
+			-c "INSERT INTO hot SELECT g, 0 FROM generate_series(1, 100000) g" \
+			-c "CREATE $uniq INDEX hot_k ON hot USING $am (k)" \
+			-c "CREATE INDEX hot_v ON hot (v)" -c "VACUUM ANALYZE hot" >/dev/null || {
+			STATUS=1
+			continue
+		}
+		for b in $(seq 1 "$HOT_BATCHES"); do
+			out=$("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared \
+				-t "$HOT_TXNS" -f "$PMH_CL_DIR/hot.sql" bench 2>&1)
+			tps=$(sed -n -E 's/^tps = ([0-9.]+) \(without initial connection time\)$/\1/p' <<<"$out")
+			if [ -z "$tps" ]; then
+				pmh_err "pgbench hot key, $am, batch $b failed:"
+				tail -n 20 <<<"$out" | sed 's/^/    /'
+				STATUS=1
+				break
+			fi
+			printf '    %-7s batch %d: %.0f tps\n' "$am" "$b" "$tps"
+			[ "$b" = 1 ] && record hot_first_tps "$am" "$(printf '%.0f' "$tps")" tps
+			[ "$b" = "$HOT_BATCHES" ] && record hot_last_tps "$am" "$(printf '%.0f' "$tps")" tps
+		done
+		# the index finds the one live version, as a sequential scan does
+		got=$(sql -c "SET enable_seqscan = off" -c "SELECT count(*) || '/' || max(v) FROM hot WHERE k = 1")
+		want=$(sql -c "SET enable_indexscan = off" -c "SET enable_bitmapscan = off" -c "SELECT count(*) || '/' || max(v) FROM hot WHERE k = 1")
+		if [ "$got" != "$want" ]; then
+			pmh_err "hot key, $am: the index found $got, a sequential scan $want"
+			STATUS=1
+		fi
+	done
+	sql -c "DROP TABLE IF EXISTS hot" >/dev/null
+fi
+
 # -------------------------------------------------------------- report ---
 
 val() { printf '%s' "${V["$1|$2"]:-}"; }
@@ -212,6 +265,16 @@ SIZE_TEXT=$(ratio "$(val text_index_bytes pmhash)" "$(val text_index_bytes btree
 		R=$(ratio "$(val "upsert_c${c}_tps" pmhash)" "$(val "upsert_c${c}_tps" btree)")
 		echo "| pgbench ON CONFLICT DO UPDATE, $c clients (tps) | $(val "upsert_c${c}_tps" pmhash) | $(val "upsert_c${c}_tps" btree) | $R | >= 1: $(verdict "$R" '>=' 1) | |"
 	done
+	if [ "$HOT_TXNS" != 0 ]; then
+		echo
+		echo "Hot key ($HOT_BATCHES batches of $HOT_TXNS single-row non-HOT updates of one key, autovacuum off; hash's index is not unique):"
+		echo
+		echo "| tps | unique pmhash | unique btree | hash | pmhash / btree | pmhash / hash |"
+		echo "| --- | --- | --- | --- | --- | --- |"
+		for w in first last; do
+			echo "| $w batch | $(val "hot_${w}_tps" pmhash) | $(val "hot_${w}_tps" btree) | $(val "hot_${w}_tps" hash) | $(ratio "$(val "hot_${w}_tps" pmhash)" "$(val "hot_${w}_tps" btree)") | $(ratio "$(val "hot_${w}_tps" pmhash)" "$(val "hot_${w}_tps" hash)") |"
+		done
+	fi
 	echo
 	echo "Insert upkeep: the INSERT ... SELECT into a table with the index minus the same without (int8 $(val int8_none_ms none) ms, text $(val text_none_ms none) ms). pmhash size: pool bytes + shared memory (pmhash_stats); btree: pg_relation_size. Run time $(pmh_elapsed "$T_START") s."
 } >"$MD"
