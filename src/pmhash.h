@@ -273,6 +273,9 @@ typedef struct PmhashShared
 	uint64		shmem_bytes;	/* DSA bytes held for this index */
 	pg_atomic_uint64 entries;	/* in segments and D-buckets (of the loaded
 								 * segments) */
+	/* bulk deletes begun and ended: see pmhash_hint_allowed */
+	pg_atomic_uint64 vacuums_begun;
+	pg_atomic_uint64 vacuums_ended;
 	uint32		free_unchecked; /* free-stack positions below this may hold
 								 * segments not yet known to be zero */
 
@@ -720,6 +723,9 @@ typedef struct PmhashScanOpaqueData
 	ItemPointerData *killed;	/* room for ntids; NULL until first needed */
 	int			nkilled;
 	int			killed_cap;
+	bool		hint_ok;		/* may this round's TIDs be hinted? */
+	bool		hint_noted;		/* hint_ok and vacuums read this round */
+	uint64		vacuums;		/* bulk deletes begun, read before lookups */
 	BlockNumber heap_nblocks;	/* heap length as last seen */
 	MemoryContext scancxt;		/* the scan's: lives as long as it */
 	/* checking rows in the scan (pmhash_tid_check) */
@@ -746,10 +752,10 @@ extern int	pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags,
 							   int max);
 extern int	pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf,
 								   int cap, uint64 **tags);
+extern bool pmhash_hint_allowed(PmhashShared *shared, uint64 *vacuums);
 extern int	pmhash_hint_dead_hash(PmhashIndex *idx, uint64 hash,
-								  ItemPointerData *tids, int ntids);
-extern void pmhash_hint_dead(Relation index, const uint64 *hashes,
-							 int nhashes, ItemPointerData *tids, int ntids);
+								  ItemPointerData *tids, int ntids,
+								  uint64 vacuums);
 extern void pmhash_scan_hint_killed(IndexScanDesc scan);
 extern BlockNumber pmhash_heap_length_hint(Relation heap);
 extern bool pmhash_heap_has_block(Relation heap, BlockNumber *nblocks,

@@ -195,14 +195,39 @@ pmhash_sort_tids(ItemPointerData *tids, int n)
 	return (int) qunique(tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
 }
 
+/*
+ * May the TIDs that lookups are about to find be hinted dead later, and
+ * with what count of bulk deletes begun (*vacuums, for
+ * pmhash_hint_dead_hash)?  Read before the lookups.  A heap TID is freed
+ * for another row only after every index's bulk delete removed its
+ * entries; a hint applied after that could hide the new row's entry with
+ * the same hash and TID.  So a hint is set only if no bulk delete ran
+ * since the lookups: none is running now, and none has begun when the
+ * hint takes the segment's lock (a bulk delete counts itself begun before
+ * its first deletion, which takes that lock).  Not in a stale pool either:
+ * there an entry of an insert that a crash lost names a heap slot that a
+ * new row can take without any VACUUM.
+ */
+bool
+pmhash_hint_allowed(PmhashShared *shared, uint64 *vacuums)
+{
+	uint64		ended = pg_atomic_read_u64(&shared->vacuums_ended);
+
+	pg_read_barrier();
+	*vacuums = pg_atomic_read_u64(&shared->vacuums_begun);
+	pg_read_barrier();
+	return !shared->stale && *vacuums == ended;
+}
+
 /* pmhash_hint_dead_hash, tids sorted and distinct */
 static int
 pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
-						const ItemPointerData *tids, int ntids)
+						const ItemPointerData *tids, int ntids,
+						uint64 vacuums)
 {
 	PmhashDeadSet set;
 	uint32		segno;
-	int			marked;
+	int			marked = 0;
 
 	Assert(idx->mode == LW_SHARED);
 	if (ntids == 0)
@@ -210,8 +235,10 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
 	set.tids = tids;
 	set.n = ntids;
 	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
-	marked = pmh_mark_dead(&idx->local->pool, &idx->cb, segno, hash,
-						   pmhash_tag_is_dead, &set);
+	if (!idx->shared->stale &&
+		pg_atomic_read_u64(&idx->shared->vacuums_begun) == vacuums)
+		marked = pmh_mark_dead(&idx->local->pool, &idx->cb, segno, hash,
+							   pmhash_tag_is_dead, &set);
 	pmhash_unlock_segment(idx, segno);
 	return marked;
 }
@@ -234,24 +261,30 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
  */
 int
 pmhash_hint_dead_hash(PmhashIndex *idx, uint64 hash, ItemPointerData *tids,
-					  int ntids)
+					  int ntids, uint64 vacuums)
 {
 	return pmhash_hint_dead_sorted(idx, hash, tids,
-								   pmhash_sort_tids(tids, ntids));
+								   pmhash_sort_tids(tids, ntids), vacuums);
 }
 
 /*
  * Hint dead the entries with one of these hashes whose TIDs are among tids
  * (pmhash_hint_dead_hash), which this sorts and de-duplicates.  Takes the
- * index lock shared, PMH_LOOKUP_BATCH hashes at a time.
+ * index lock shared, PMH_LOOKUP_BATCH hashes at a time.  Nothing for more
+ * than PMHASH_HINT_MAX_HASHES hashes (the TIDs do not say which hash
+ * each came from, and every hash is walked), nor outside a running
+ * transaction (a cursor's end in an abort).
  */
-void
+#define PMHASH_HINT_MAX_HASHES	64
+
+static void
 pmhash_hint_dead(Relation index, const uint64 *hashes, int nhashes,
-				 ItemPointerData *tids, int ntids)
+				 ItemPointerData *tids, int ntids, uint64 vacuums)
 {
 	int			base;
 
-	if (ntids == 0 || nhashes == 0 || RecoveryInProgress())
+	if (ntids == 0 || nhashes == 0 || nhashes > PMHASH_HINT_MAX_HASHES ||
+		RecoveryInProgress() || !IsTransactionState())
 		return;
 	ntids = pmhash_sort_tids(tids, ntids);
 	for (base = 0; base < nhashes; base += PMH_LOOKUP_BATCH)
@@ -263,7 +296,7 @@ pmhash_hint_dead(Relation index, const uint64 *hashes, int nhashes,
 		pmhash_attach(index, LW_SHARED, &idx);
 		for (i = 0; i < nk; i++)
 			(void) pmhash_hint_dead_sorted(&idx, hashes[base + i], tids,
-										   ntids);
+										   ntids, vacuums);
 		pmhash_detach(&idx);
 	}
 }
@@ -299,8 +332,20 @@ pmhash_scan_hint_killed(IndexScanDesc scan)
 	if (n == 0)
 		return;
 	so->nkilled = 0;
-	pmhash_hint_dead(scan->indexRelation, so->hashes, so->nhashes,
-					 so->killed, n);
+	if (so->hint_ok)
+		pmhash_hint_dead(scan->indexRelation, so->hashes, so->nhashes,
+						 so->killed, n, so->vacuums);
+}
+
+/* read, once a round and before its lookups, whether it may hint */
+static inline void
+pmhash_scan_note_hints(PmhashScanOpaque so, PmhashShared *shared)
+{
+	if (!so->hint_noted)
+	{
+		so->hint_ok = pmhash_hint_allowed(shared, &so->vacuums);
+		so->hint_noted = true;
+	}
 }
 
 /*
@@ -332,6 +377,7 @@ pmhash_collect_unlocked(IndexScanDesc scan, int base, int nk, int ntags,
 
 		if (!pmhash_read_begin(scan->indexRelation, &v))
 			return false;
+		pmhash_scan_note_hints(so, v.shared);
 		if (nk == 1)
 			segno[0] = PMH_NO_SEGMENT;	/* (the lookup reads it) */
 		else
@@ -408,6 +454,7 @@ pmhash_collect_batch(IndexScanDesc scan, bool *stale)
 		}
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
 		pmhash_check_complete(&idx, !IsMVCCSnapshot(scan->xs_snapshot));
+		pmhash_scan_note_hints(so, idx.shared);
 		*stale = idx.shared->stale;
 		for (i = 0; i < nk; i++)
 		{
@@ -625,6 +672,8 @@ pmhash_collect(IndexScanDesc scan)
 	so->next = 0;
 	so->last = -1;
 	so->nkilled = 0;
+	so->hint_ok = false;
+	so->hint_noted = false;
 	pgstat_count_index_scan(scan->indexRelation);
 	if (so->empty)
 		return;
@@ -646,6 +695,7 @@ pmhash_collect(IndexScanDesc scan)
 
 		pmhash_attach(scan->indexRelation, LW_SHARED, &idx);
 		pmhash_check_complete(&idx, !IsMVCCSnapshot(scan->xs_snapshot));
+		pmhash_scan_note_hints(so, idx.shared);
 		while ((n = pmhash_lookup_hash(&idx, so->hashes[0], so->tags,
 									   so->cap)) > so->cap)
 			pmhash_grow_results(so, n);

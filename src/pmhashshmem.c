@@ -339,6 +339,8 @@ pmhash_shared_entry(const PmhashKey *key, Oid indexoid)
 		LWLockInitialize(&shared->loglock, pmhash_ctl->log_tranche);
 		LWLockInitialize(&shared->freelock, pmhash_ctl->free_tranche);
 		pg_atomic_init_u64(&shared->entries, 0);
+		pg_atomic_init_u64(&shared->vacuums_begun, 0);
+		pg_atomic_init_u64(&shared->vacuums_ended, 0);
 		pg_atomic_init_u64(&shared->unloaded, 0);
 		pmhash_clear_shared(shared);
 		shared->stats_slot = pmhash_stats_slot_acquire();

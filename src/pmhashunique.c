@@ -511,6 +511,8 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 		uint32		token = 0;
 		PmhashIndex idx;
 		int			n;
+		bool		hint_ok;
+		uint64		vacuums;
 
 		if (check != UNIQUE_CHECK_EXISTING)
 			pmhash_log_settle_index(index, heap, tid);
@@ -524,6 +526,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			pmhash_wait_rebuilt(index, heap);
 			continue;
 		}
+		hint_ok = pmhash_hint_allowed(idx.shared, &vacuums);
 		n = pmhash_unique_candidates(&idx, hash, &tids,
 									 PMHASH_UNIQUE_CANDIDATES);
 		if (n > 0)
@@ -561,7 +564,8 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			}
 			pmhash_attach(index, LW_SHARED, &idx);
 			/* candidates dead to all: later checks of the key skip them */
-			(void) pmhash_hint_dead_hash(&idx, hash, tids, ndead);
+			if (hint_ok)
+				(void) pmhash_hint_dead_hash(&idx, hash, tids, ndead, vacuums);
 			if (tids != stack)
 				pfree(tids);
 			if (check == UNIQUE_CHECK_EXISTING)

@@ -123,6 +123,7 @@ pmhash_vacuum_log_end(int code, Datum arg)
 	PmhashVacCleanup *c = (PmhashVacCleanup *) DatumGetPointer(arg);
 
 	pmhash_log_vacuum_end(c->shared, c->generation);
+	pg_atomic_fetch_add_u64(&c->shared->vacuums_ended, 1);
 }
 
 /*
@@ -424,6 +425,8 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		PmhashIndex idx;
 
 		pmhash_attach(index, LW_SHARED, &idx);
+		/* (before any deletion: see pmhash_hint_allowed) */
+		pg_atomic_fetch_add_u64(&idx.shared->vacuums_begun, 1);
 		pmhash_log_vacuum_begin(&idx);
 		cleanup.shared = idx.shared;
 		cleanup.generation = idx.shared->generation;

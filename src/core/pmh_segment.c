@@ -270,7 +270,7 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 				  uint64 hash, bool with_dead, pmh_slot_fn fn, void *arg)
 {
 	uint16		fp = pmh_meta_fp(hash);
-	uint16		keep = with_dead ? (uint16) ~PMH_FPT_DEAD : (uint16) 0xffff;
+	uint16		slot_mask = with_dead ? (uint16) ~PMH_FPT_DEAD : (uint16) 0xffff;
 	const PmhEntry *entries = pmh_seg_entries(pool, segno);
 	uint16		cand[PMH_FPT_BUCKETS * PMH_FPT_WAYS];	/* every way once */
 	int			ncand = 0;
@@ -296,10 +296,10 @@ pmh_probe_segment(const PmhPool *pool, const PmhSegMeta *meta, uint32 segno,
 
 			c &= c - 1;
 			/*
-			 * (0, an unused way, wraps around and is skipped; so is a dead
-			 * hint that is kept)
+			 * (0, an unused way, wraps around and is skipped; so does a
+			 * way hinted dead, unless with_dead masks the hint off)
 			 */
-			slot = (uint32) (pmh_fpt_way_slot(bk, w) & keep) - 1;
+			slot = (uint32) (pmh_fpt_way_slot(bk, w) & slot_mask) - 1;
 			if (slot >= PMH_SEG_SLOTS)
 				continue;
 			cand[ncand] = (uint16) slot;
@@ -370,8 +370,9 @@ pmh_exists_fn(const PmhEntry *e, void *arg)
 
 /*
  * Collect the tag words of all live entries with this hash in primary
- * segment segno and its overflow chain, but those hinted dead.  Stores at most maxtags and returns
- * the number found (which may exceed maxtags: call again with more room).
+ * segment segno and its overflow chain, except those hinted dead.  Stores
+ * at most maxtags and returns the number found (which may exceed maxtags:
+ * call again with more room).
  */
 int
 pmh_lookup(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
@@ -485,13 +486,14 @@ pmh_mark_dead(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			while (c)
 			{
 				int			w = pg_rightmost_one_pos32(c);
-				uint32		slot = (uint32) bk->slot[w] - 1;
+				uint32		slot = (uint32) pmh_fpt_way_slot(bk, w) - 1;
 
 				c &= c - 1;
 				/* (an unused way) */
 				if (slot >= PMH_SEG_SLOTS)
 					continue;
-				if (entries[slot].hash == hash && is_dead(entries[slot].tag, arg))
+				if (entries[slot].hash == hash &&
+					is_dead(entries[slot].tag, arg))
 				{
 					__atomic_fetch_or(&bk->slot[w], (uint16) PMH_FPT_DEAD,
 									  __ATOMIC_RELAXED);

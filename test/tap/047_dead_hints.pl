@@ -14,7 +14,11 @@
 #      live row is still refused;
 #   4. a scan of "= ANY" hints the entries of each of its keys;
 #   5. hints are volatile: after a restart scans return every version
-#      again until they hint them anew; VACUUM removes the entries.
+#      again until they hint them anew; VACUUM removes the entries;
+#   6. a scan's hints wait until it has returned its TIDs: a VACUUM in
+#      between, which frees a dead row's TID for a new row with the same
+#      key, must make the scan drop them (found by a review: the new row
+#      was hidden, and a duplicate of it accepted).
 # pmhash_check() accepts hinted entries throughout.
 
 use strict;
@@ -166,6 +170,35 @@ is($node->safe_psql('postgres', qq{
 	$index_scan SELECT count(*) FROM t t1 WHERE NOT EXISTS (SELECT FROM t t2 WHERE t2.k = t1.k AND t2.v = t1.v)}),
 	'0', 'every row is found through the index');
 check_clean('after VACUUM');
+
+# 6. ------------------------------------------------------------------
+$node->safe_psql('postgres', q{
+	CREATE TABLE r (k int4, v int4, pad text) WITH (autovacuum_enabled = off, fillfactor = 100);
+	ALTER TABLE r ALTER pad SET STORAGE PLAIN;
+	INSERT INTO r VALUES (1, 1, 'dead');
+	INSERT INTO r SELECT 1000 + g, g, repeat('x', 2600) FROM generate_series(1, 3) g;
+	INSERT INTO r VALUES (2, 2, repeat('y', 2600));
+	CREATE UNIQUE INDEX r_k ON r USING pmhash (k);
+	DELETE FROM r WHERE k = 1;
+});
+my $cur = $node->background_psql('postgres', on_error_stop => 1);
+$cur->query_safe(qq{$index_scan BEGIN;
+	DECLARE c CURSOR FOR SELECT k FROM r WHERE k = ANY ('{1,2}');
+	FETCH 1 FROM c});
+$node->safe_psql('postgres', 'VACUUM r');
+my $new_tid = $node->safe_psql('postgres', q{
+	INSERT INTO r VALUES (1, 3, 'new') RETURNING ctid;
+	INSERT INTO r SELECT 5000 + g, g, 'f' FROM generate_series(1, 40) g});
+is($new_tid, '(0,1)', 'the new row took the dead row\'s TID');
+$cur->query_safe('CLOSE c; COMMIT');
+$cur->quit;
+is($node->safe_psql('postgres', qq{$index_scan SELECT v FROM r WHERE k = 1}), '3',
+	'the new row is found through the index after the scan ended');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'INSERT INTO r VALUES (1, 4)');
+like($stderr, qr/duplicate key value violates unique constraint "r_k"/,
+	'and a duplicate of it is refused');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('r_k')}), '0',
+	'VACUUM between a scan and its hints: pmhash_check finds nothing');
 
 $node->stop;
 done_testing();

@@ -805,7 +805,7 @@ test_optimistic_lookups(void)
 	free(o);
 }
 
-/* DeadHint.is_dead for pmh_mark_dead: TIDs with an even offset are dead */
+/* pmh_mark_dead's is_dead: TIDs with an even offset are dead */
 static bool
 even_offset_is_dead(uint64 tag, void *arg)
 {
