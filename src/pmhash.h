@@ -752,7 +752,8 @@ extern int	pmhash_lookup_hash(PmhashIndex *idx, uint64 hash, uint64 *tags,
 							   int max);
 extern int	pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf,
 								   int cap, uint64 **tags);
-extern bool pmhash_hint_allowed(PmhashShared *shared, uint64 *vacuums);
+extern bool pmhash_hint_allowed(PmhashShared *shared, bool unique_check,
+								uint64 *vacuums);
 extern int	pmhash_hint_dead_hash(PmhashIndex *idx, uint64 hash,
 								  ItemPointerData *tids, int ntids,
 								  uint64 vacuums);

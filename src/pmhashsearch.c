@@ -204,26 +204,31 @@ pmhash_sort_tids(ItemPointerData *tids, int n)
  * the same hash and TID.  So a hint is set only if no bulk delete ran
  * since the lookups: none is running now, and none has begun when the
  * hint takes the segment's lock (a bulk delete counts itself begun before
- * its first deletion, which takes that lock).  Not in a stale pool either:
- * there an entry of an insert that a crash lost names a heap slot that a
- * new row can take without any VACUUM.
+ * its first deletion, which takes that lock).
+ *
+ * In a stale pool an entry of an insert that a crash lost names a heap
+ * slot that a new row can take without any VACUUM.  A new entry that
+ * finds an equal one clears its hint (pmh_contains), but a hint set later
+ * by a scan that found the slot empty would hide the new row: so only
+ * when unique_check (a unique check holds the hash's unique-check lock
+ * from its lookup to its hint, and every insert of the hash takes it).
  */
 bool
-pmhash_hint_allowed(PmhashShared *shared, uint64 *vacuums)
+pmhash_hint_allowed(PmhashShared *shared, bool unique_check, uint64 *vacuums)
 {
 	uint64		ended = pg_atomic_read_u64(&shared->vacuums_ended);
 
 	pg_read_barrier();
 	*vacuums = pg_atomic_read_u64(&shared->vacuums_begun);
 	pg_read_barrier();
-	return !shared->stale && *vacuums == ended;
+	return (unique_check || !shared->stale) && *vacuums == ended;
 }
 
 /* pmhash_hint_dead_hash, tids sorted and distinct */
 static int
 pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
 						const ItemPointerData *tids, int ntids,
-						uint64 vacuums)
+						bool unique_check, uint64 vacuums)
 {
 	PmhashDeadSet set;
 	uint32		segno;
@@ -235,7 +240,7 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
 	set.tids = tids;
 	set.n = ntids;
 	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
-	if (!idx->shared->stale &&
+	if ((unique_check || !idx->shared->stale) &&
 		pg_atomic_read_u64(&idx->shared->vacuums_begun) == vacuums)
 		marked = pmh_mark_dead(&idx->local->pool, &idx->cb, segno, hash,
 							   pmhash_tag_is_dead, &set);
@@ -246,8 +251,10 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
 /*
  * Hint dead the entries with this hash whose TIDs are among tids (which
  * this sorts): their rows are dead to every snapshot, and lookups need not
- * return them (PMH_FPT_DEAD).  Index lock held shared; takes the
- * segment's lock shared.  Returns how many it hinted.  Entries still in a
+ * return them (PMH_FPT_DEAD).  For a unique check, which holds the hash's
+ * unique-check lock, with what pmhash_hint_allowed gave it before its
+ * lookup.  Index lock held shared; takes the segment's lock shared.
+ * Returns how many it hinted.  Entries still in a
  * D-bucket or a collecting log are not hinted: at most a D-bucket's worth
  * per segment.
  *
@@ -264,7 +271,8 @@ pmhash_hint_dead_hash(PmhashIndex *idx, uint64 hash, ItemPointerData *tids,
 					  int ntids, uint64 vacuums)
 {
 	return pmhash_hint_dead_sorted(idx, hash, tids,
-								   pmhash_sort_tids(tids, ntids), vacuums);
+								   pmhash_sort_tids(tids, ntids), true,
+								   vacuums);
 }
 
 /*
@@ -296,7 +304,7 @@ pmhash_hint_dead(Relation index, const uint64 *hashes, int nhashes,
 		pmhash_attach(index, LW_SHARED, &idx);
 		for (i = 0; i < nk; i++)
 			(void) pmhash_hint_dead_sorted(&idx, hashes[base + i], tids,
-										   ntids, vacuums);
+										   ntids, false, vacuums);
 		pmhash_detach(&idx);
 	}
 }
@@ -343,7 +351,7 @@ pmhash_scan_note_hints(PmhashScanOpaque so, PmhashShared *shared)
 {
 	if (!so->hint_noted)
 	{
-		so->hint_ok = pmhash_hint_allowed(shared, &so->vacuums);
+		so->hint_ok = pmhash_hint_allowed(shared, false, &so->vacuums);
 		so->hint_noted = true;
 	}
 }

@@ -526,7 +526,7 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			pmhash_wait_rebuilt(index, heap);
 			continue;
 		}
-		hint_ok = pmhash_hint_allowed(idx.shared, &vacuums);
+		hint_ok = pmhash_hint_allowed(idx.shared, true, &vacuums);
 		n = pmhash_unique_candidates(&idx, hash, &tids,
 									 PMHASH_UNIQUE_CANDIDATES);
 		if (n > 0)

@@ -346,7 +346,6 @@ typedef struct PmhCollect
 	uint64	   *tags;
 	int			max;
 	int			n;
-	uint64		want;			/* for the exists test */
 } PmhCollect;
 
 static bool
@@ -358,14 +357,6 @@ pmh_collect_fn(const PmhEntry *e, void *arg)
 		c->tags[c->n] = e->tag;
 	c->n++;
 	return false;
-}
-
-static bool
-pmh_exists_fn(const PmhEntry *e, void *arg)
-{
-	PmhCollect *c = (PmhCollect *) arg;
-
-	return e->tag == c->want;
 }
 
 /*
@@ -395,29 +386,64 @@ pmh_lookup_meta(const PmhPool *pool, const PmhCallbacks *cb,
 	c.tags = tags;
 	c.max = maxtags;
 	c.n = 0;
-	c.want = 0;
 	(void) pmh_probe(pool, cb, meta, segno, hash, false, pmh_collect_fn, &c);
 	return c.n;
 }
 
+/* clear the dead hint of slot "slot" with this hash, if it has one */
+static void
+pmh_fpt_revive(PmhSegMeta *meta, uint64 hash, int slot)
+{
+	uint16		fp = pmh_meta_fp(hash);
+	int			seq[PMH_FPT_BUCKETS];
+	int			n = pmh_fpt_sequence(meta, hash, seq);
+	int			i;
+
+	for (i = 0; i < n; i++)
+	{
+		PmhFpBucket *bk = &meta->fpt[seq[i]];
+		uint32		c = pmh_fpt_match(bk, fp) & pmh_fpt_dead_ways(bk);
+
+		while (c)
+		{
+			int			w = pg_rightmost_one_pos32(c);
+
+			c &= c - 1;
+			if (bk->slot[w] == (PMH_FPT_DEAD | (slot + 1)))
+			{
+				bk->slot[w] = (uint16) (slot + 1);
+				return;
+			}
+		}
+	}
+}
+
 /*
  * Is exactly this (hash, tag) a live entry of segment segno or its chain,
- * hinted dead or not?
+ * hinted dead or not?  The caller is about to insert it (a relocation's or
+ * an insert's duplicate test, log recovery), so a row at its TID is live
+ * again: a dead hint on the entry is cleared, and the caller must hold the
+ * segment's lock exclusively.  (In a stale pool an entry of an insert that
+ * a crash lost names a heap slot that a new row with the same key can
+ * take; the hint a scan gave the old entry must not hide the new row.)
  */
 bool
 pmh_contains(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 			 uint64 hash, uint64 tag)
 {
-	PmhCollect	c;
+	while (segno != PMH_NO_SEGMENT)
+	{
+		PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+		int			slot = pmh_find_slot(pool, meta, segno, hash, tag);
 
-	c.tags = NULL;
-	c.max = 0;
-	c.n = 0;
-	c.want = tag;
-	if (segno == PMH_NO_SEGMENT)
-		return false;
-	return pmh_probe(pool, cb, cb->get_meta(cb->arg, segno), segno, hash,
-					 true, pmh_exists_fn, &c);
+		if (slot >= 0)
+		{
+			pmh_fpt_revive(meta, hash, slot);
+			return true;
+		}
+		segno = meta->ovf_next;
+	}
+	return false;
 }
 
 typedef struct PmhFind

@@ -18,7 +18,10 @@
 #   6. a scan's hints wait until it has returned its TIDs: a VACUUM in
 #      between, which frees a dead row's TID for a new row with the same
 #      key, must make the scan drop them (found by a review: the new row
-#      was hidden, and a duplicate of it accepted).
+#      was hidden, and a duplicate of it accepted);
+#   7. a stale pool (after a crash with inserts in flight, whose entries
+#      can name heap slots that new rows take without any VACUUM): scans
+#      give no hints there, unique checks do (pmhash_hint_allowed).
 # pmhash_check() accepts hinted entries throughout.
 
 use strict;
@@ -33,6 +36,7 @@ $node->init;
 $node->append_conf('postgresql.conf', q{
 shared_preload_libraries = 'pmhash'
 autovacuum = off
+wal_writer_delay = '10s'
 });
 $node->start;
 
@@ -199,6 +203,45 @@ like($stderr, qr/duplicate key value violates unique constraint "r_k"/,
 	'and a duplicate of it is refused');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('r_k')}), '0',
 	'VACUUM between a scan and its hints: pmhash_check finds nothing');
+
+# 7. ------------------------------------------------------------------
+$node->safe_psql('postgres', q{
+	CREATE TABLE s (k int4, v int4) WITH (autovacuum_enabled = off);
+	INSERT INTO s SELECT 1000 + g, 0 FROM generate_series(1, 50) g;
+	CREATE UNIQUE INDEX s_k ON s USING pmhash (k);
+	CREATE INDEX ON s (v);
+	CREATE TABLE sn (k int4, v int4) WITH (autovacuum_enabled = off);
+	INSERT INTO sn SELECT 1000 + g, 0 FROM generate_series(1, 50) g;
+	CREATE INDEX sn_k ON sn USING pmhash (k);
+	CREATE INDEX ON sn (v);
+	CHECKPOINT;
+});
+my $x = $node->background_psql('postgres', on_error_stop => 1);
+$x->query_safe(q{BEGIN;
+	INSERT INTO s SELECT 3000 + g, g FROM generate_series(1, 20) g;
+	INSERT INTO sn SELECT 3000 + g, g FROM generate_series(1, 20) g});
+$node->stop('immediate');
+eval { $x->quit; };
+$node->start;
+my $seq_plan = 'SET enable_indexscan = off; SET enable_bitmapscan = off;';
+update_key('sn', 1001, 30, $seq_plan);
+($reads, $rows) = scan_reads('sn', 'k = 1001');
+($reads, $rows) = scan_reads('sn', 'k = 1001');
+is($rows, '1001:30', 'stale pool: the updated row');
+cmp_ok($reads, '>=', 31, "stale pool: scans leave no hints ($reads TIDs)");
+update_key('s', 1001, 30, $seq_plan);
+($reads, $rows) = scan_reads('s', 'k = 1001');
+is($rows, '1001:30', 'stale pool, unique index: the updated row');
+cmp_ok($reads, '<=', 17, "stale pool: unique checks hint ($reads TIDs)");
+is($node->safe_psql('postgres', qq{$index_scan SELECT count(*) FROM s WHERE k BETWEEN 3001 AND 3020}),
+	'0', 'stale pool: the lost inserts are not found');
+($ret, $stdout, $stderr) = $node->psql('postgres', 'INSERT INTO s VALUES (1001, 0)');
+like($stderr, qr/duplicate key value violates unique constraint "s_k"/,
+	'stale pool: a duplicate of the live row is refused');
+is($rows, seq_rows('s', 'k = 1001'), 'stale pool: the same row as a sequential scan');
+is($node->safe_psql('postgres',
+	q{SELECT (SELECT count(*) FROM pmhash_check('s_k')) + (SELECT count(*) FROM pmhash_check('sn_k'))}),
+	'0', 'stale pool: pmhash_check finds nothing');
 
 $node->stop;
 done_testing();

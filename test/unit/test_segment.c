@@ -828,10 +828,10 @@ count_even(const uint64 *tags, int n)
 /*
  * Dead hints (PMH_FPT_DEAD): one hash with enough TIDs for an overflow
  * chain among others.  Marking the even offsets dead hides them from
- * lookups of that hash, and from nothing else: the exact probes
- * (pmh_contains, pmh_find_slot, a re-insert's duplicate test) still find
- * them, the table still verifies, a slot deleted with its way hinted goes,
- * and a rebuild of the table shows the hinted entries again.
+ * lookups of that hash, and from nothing else: the exact probes still find
+ * them, the table still verifies, a re-insert of one finds it and clears
+ * its hint (pmh_contains), a slot deleted with its way hinted goes, and a
+ * rebuild of the table shows the hinted entries again.
  */
 void
 test_dead_hints(void)
@@ -875,11 +875,17 @@ test_dead_hints(void)
 	CHECK(pmh_mark_dead(&tp.pool, &tp.cb, segno, H, even_offset_is_dead, &asked) == 0);
 	CHECK(asked == ndups - marked);
 
-	/* the exact probes, the checks and re-inserts see through the hint */
+	/* the checks and the exact probes see through the hint */
 	CHECK(check_structure(&tp, "dead hints, marked") == live);
-	CHECK(pmh_contains(&tp.pool, &tp.cb, segno, H, pmh_tag_make(H, 9000000, 2)));
+	CHECK(tpool_lookup(&tp, H, &tags, &cap) == ndups - marked);
+	/* a re-insert of a hinted entry finds it, and clears its hint */
 	CHECK(tpool_insert(&tp, H, 9000000, 2) == PMH_INSERT_EXISTS);
 	CHECK(tpool_insert(&tp, H, 9000000, 3) == PMH_INSERT_EXISTS);
+	n = tpool_lookup(&tp, H, &tags, &cap);
+	CHECKF(n == ndups - marked + 1, "lookup after the re-insert: %d", n);
+	CHECK(count_even(tags, n) == 1);
+	CHECK(pmh_contains(&tp.pool, &tp.cb, segno, H, pmh_tag_make(H, 9000000, 2)));
+	marked--;
 	/* other hashes are untouched */
 	for (j = 0; j < m.n; j += 97)
 		if (m.e[j].hash != H)
