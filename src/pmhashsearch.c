@@ -289,10 +289,21 @@ static void
 pmhash_hint_dead(Relation index, const uint64 *hashes, int nhashes,
 				 ItemPointerData *tids, int ntids, uint64 vacuums)
 {
+	PmhashShared *shared;
+	PmhashLocal *local;
 	int			base;
 
 	if (ntids == 0 || nhashes == 0 || nhashes > PMHASH_HINT_MAX_HASHES ||
 		RecoveryInProgress() || !IsTransactionState())
+		return;
+
+	/*
+	 * Only an index that is loaded and mapped here as the scan saw it: a
+	 * hint is not worth loading it again, which can fail (this runs at a
+	 * cursor's close, and so at COMMIT)
+	 */
+	if (!pmhash_attached_before(index, &shared, &local) ||
+		!pmhash_ready_here(shared, local))
 		return;
 	ntids = pmhash_sort_tids(tids, ntids);
 	for (base = 0; base < nhashes; base += PMH_LOOKUP_BATCH)

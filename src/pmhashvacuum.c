@@ -425,14 +425,17 @@ pmhashbulkdelete(IndexVacuumInfo *info, IndexBulkDeleteResult *stats,
 		PmhashIndex idx;
 
 		pmhash_attach(index, LW_SHARED, &idx);
-		/* (before any deletion: see pmhash_hint_allowed) */
-		pg_atomic_fetch_add_u64(&idx.shared->vacuums_begun, 1);
 		pmhash_log_vacuum_begin(&idx);
 		cleanup.shared = idx.shared;
 		cleanup.generation = idx.shared->generation;
 		pmhash_detach(&idx);
 	}
 
+	/*
+	 * Counted begun before the first deletion, and ended by the clean-up
+	 * whatever happens after this (see pmhash_hint_allowed)
+	 */
+	pg_atomic_fetch_add_u64(&cleanup.shared->vacuums_begun, 1);
 	PG_ENSURE_ERROR_CLEANUP(pmhash_vacuum_log_end, PointerGetDatum(&cleanup));
 	{
 	for (;;)
