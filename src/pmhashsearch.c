@@ -254,9 +254,8 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
  * return them (PMH_FPT_DEAD).  For a unique check, which holds the hash's
  * unique-check lock, with what pmhash_hint_allowed gave it before its
  * lookup.  Index lock held shared; takes the segment's lock shared.
- * Returns how many it hinted.  Entries still in a
- * D-bucket or a collecting log are not hinted: at most a D-bucket's worth
- * per segment.
+ * Returns how many it hinted.  Entries still in a D-bucket or a collecting
+ * log are not hinted: at most a D-bucket's worth per segment.
  *
  * The hint is the shared memory's own, like the rest of the fingerprint
  * table: it is not logged, and a restart, a split or a VACUUM of the

@@ -328,10 +328,10 @@ typedef struct PmhFpBucket
  * A hint in a way's slot number: the entry's heap row is dead to every
  * snapshot there is or will be (pmh_mark_dead; the server sets it when a
  * scan or a unique check finds so, as btree sets LP_DEAD).  Lookups skip
- * such a way; probes for one exact entry (pmh_contains, pmh_find_slot),
- * deletes and checks see through it.  It is volatile like the rest of the
- * table: a rebuild drops it, and the entry stays in the pool until VACUUM
- * removes it.
+ * such a way; probes for one exact entry (pmh_find_slot, and pmh_contains,
+ * which clears the hint it finds), deletes and checks see through it.  It
+ * is volatile like the rest of the table: a rebuild drops it, and the
+ * entry stays in the pool until VACUUM removes it.
  */
 #define PMH_FPT_DEAD			0x8000
 StaticAssertDecl(PMH_SEG_SLOTS < PMH_FPT_DEAD,
