@@ -245,6 +245,14 @@ typedef struct PmhashShared
 	bool		all_loaded;		/* every segment is loaded since the
 								 * restart (set once, see
 								 * pmhash_segment_loaded) */
+	/*
+	 * Bulk deletes begun and ended, which every scan reads (see
+	 * pmhash_hint_allowed).  Not part of the view, and changed without the
+	 * index lock, but only twice a VACUUM: so here, away from what inserts
+	 * change.
+	 */
+	pg_atomic_uint64 vacuums_begun;
+	pg_atomic_uint64 vacuums_ended;
 
 	/* changed rarely */
 	Oid			indexoid;
@@ -273,9 +281,6 @@ typedef struct PmhashShared
 	uint64		shmem_bytes;	/* DSA bytes held for this index */
 	pg_atomic_uint64 entries;	/* in segments and D-buckets (of the loaded
 								 * segments) */
-	/* bulk deletes begun and ended: see pmhash_hint_allowed */
-	pg_atomic_uint64 vacuums_begun;
-	pg_atomic_uint64 vacuums_ended;
 	uint32		free_unchecked; /* free-stack positions below this may hold
 								 * segments not yet known to be zero */
 
