@@ -110,9 +110,12 @@ pmh_fpt_add(PmhSegMeta *meta, uint64 hash, int slot)
 	meta->fpt[b].slot[pg_rightmost_one_pos32(f)] = (uint16) (slot + 1);
 }
 
-/* drop slot "slot" with this hash from a segment's fingerprint table */
-void
-pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot)
+/*
+ * The way of slot "slot" with this hash in a segment's fingerprint table,
+ * hinted dead or not: its bucket in *bkp and its number, or -1 if absent.
+ */
+static int
+pmh_fpt_find_way(PmhSegMeta *meta, uint64 hash, int slot, PmhFpBucket **bkp)
 {
 	uint16		fp = pmh_meta_fp(hash);
 	int			seq[PMH_FPT_BUCKETS];
@@ -131,13 +134,26 @@ pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot)
 			c &= c - 1;
 			if ((bk->slot[w] & ~PMH_FPT_DEAD) == slot + 1)
 			{
-				bk->slot[w] = 0;
-				bk->fp[w] = 0;
-				return;
+				*bkp = bk;
+				return w;
 			}
 		}
 	}
-	Assert(false);
+	return -1;
+}
+
+/* drop slot "slot" with this hash from a segment's fingerprint table */
+void
+pmh_fpt_remove(PmhSegMeta *meta, uint64 hash, int slot)
+{
+	PmhFpBucket *bk;
+	int			w = pmh_fpt_find_way(meta, hash, slot, &bk);
+
+	Assert(w >= 0);
+	if (w < 0)
+		return;
+	bk->slot[w] = 0;
+	bk->fp[w] = 0;
 }
 
 /*
@@ -394,28 +410,11 @@ pmh_lookup_meta(const PmhPool *pool, const PmhCallbacks *cb,
 static void
 pmh_fpt_revive(PmhSegMeta *meta, uint64 hash, int slot)
 {
-	uint16		fp = pmh_meta_fp(hash);
-	int			seq[PMH_FPT_BUCKETS];
-	int			n = pmh_fpt_sequence(meta, hash, seq);
-	int			i;
+	PmhFpBucket *bk;
+	int			w = pmh_fpt_find_way(meta, hash, slot, &bk);
 
-	for (i = 0; i < n; i++)
-	{
-		PmhFpBucket *bk = &meta->fpt[seq[i]];
-		uint32		c = pmh_fpt_match(bk, fp) & pmh_fpt_dead_ways(bk);
-
-		while (c)
-		{
-			int			w = pg_rightmost_one_pos32(c);
-
-			c &= c - 1;
-			if (bk->slot[w] == (PMH_FPT_DEAD | (slot + 1)))
-			{
-				bk->slot[w] = (uint16) (slot + 1);
-				return;
-			}
-		}
-	}
+	if (w >= 0 && (bk->slot[w] & PMH_FPT_DEAD))
+		bk->slot[w] = (uint16) (slot + 1);
 }
 
 /*
