@@ -746,7 +746,19 @@ typedef struct PmhashScanOpaqueData
 
 typedef PmhashScanOpaqueData *PmhashScanOpaque;
 
+/*
+ * TIDs sorted and distinct (pmhash_sort_tids): the dead TIDs of a DELETE
+ * record, those of a dead hint
+ */
+typedef struct PmhashTidSet
+{
+	ItemPointerData *tids;
+	int			n;
+} PmhashTidSet;
+
 /* pmhashsearch.c */
+extern int	pmhash_sort_tids(ItemPointerData *tids, int n);
+extern bool pmhash_tid_set_has(const PmhashTidSet *set, ItemPointer tid);
 extern IndexScanDesc pmhashbeginscan(Relation rel, int nkeys, int norderbys);
 extern void pmhashrescan(IndexScanDesc scan, ScanKey scankey, int nscankeys,
 						 ScanKey orderbys, int norderbys);
@@ -772,14 +784,8 @@ extern IndexBulkDeleteResult *pmhashbulkdelete(IndexVacuumInfo *info,
 											   IndexBulkDeleteResult *stats,
 											   IndexBulkDeleteCallback callback,
 											   void *callback_state);
-/* the dead TIDs of a DELETE record, sorted */
-typedef struct PmhashRedoTids
-{
-	ItemPointerData *tids;
-	int			n;
-} PmhashRedoTids;
 extern uint64 pmhash_vacuum_redo(PmhashIndex *idx, uint64 lo, uint64 hi,
-								 PmhashRedoTids *dead);
+								 PmhashTidSet *dead);
 extern IndexBulkDeleteResult *pmhashvacuumcleanup(IndexVacuumInfo *info,
 												  IndexBulkDeleteResult *stats);
 

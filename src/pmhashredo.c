@@ -328,7 +328,7 @@ pmhash_redo_delete(XLogReaderState *record)
 {
 	xl_pmhash_delete *xld = (xl_pmhash_delete *) XLogRecGetData(record);
 	const char *p = (const char *) xld + SizeOfPmhashDelete;
-	PmhashRedoTids dead;
+	PmhashTidSet dead;
 	PmhashKey	key;
 	Relation	rel;
 	PmhashIndex idx;

@@ -167,32 +167,32 @@ pmhash_lookup_hash_all(PmhashIndex *idx, uint64 hash, uint64 *buf, int cap,
 	return n;
 }
 
-/* pmh_mark_dead's test: is the tag's TID in the sorted array of a hint? */
-typedef struct PmhashDeadSet
-{
-	const ItemPointerData *tids;
-	int			n;
-} PmhashDeadSet;
-
-static bool
-pmhash_tag_is_dead(uint64 tag, void *arg)
-{
-	const PmhashDeadSet *set = (const PmhashDeadSet *) arg;
-	ItemPointerData tid;
-
-	ItemPointerSet(&tid, pmh_tag_block(tag), pmh_tag_offset(tag));
-	return bsearch(&tid, set->tids, set->n, sizeof(ItemPointerData),
-				   pmhash_tid_cmp) != NULL;
-}
-
 /* sort and de-duplicate TIDs; returns how many distinct ones there are */
-static int
+int
 pmhash_sort_tids(ItemPointerData *tids, int n)
 {
 	if (n < 2)
 		return n;
 	qsort(tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
 	return (int) qunique(tids, n, sizeof(ItemPointerData), pmhash_tid_cmp);
+}
+
+/* is tid in the set? */
+bool
+pmhash_tid_set_has(const PmhashTidSet *set, ItemPointer tid)
+{
+	return bsearch(tid, set->tids, set->n, sizeof(ItemPointerData),
+				   pmhash_tid_cmp) != NULL;
+}
+
+/* pmh_mark_dead's test: is the tag's TID in the hint's set? */
+static bool
+pmhash_tag_is_dead(uint64 tag, void *arg)
+{
+	ItemPointerData tid;
+
+	ItemPointerSet(&tid, pmh_tag_block(tag), pmh_tag_offset(tag));
+	return pmhash_tid_set_has((const PmhashTidSet *) arg, &tid);
 }
 
 /*
@@ -230,14 +230,14 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
 						const ItemPointerData *tids, int ntids,
 						bool unique_check, uint64 vacuums)
 {
-	PmhashDeadSet set;
+	PmhashTidSet set;
 	uint32		segno;
 	int			marked = 0;
 
 	Assert(idx->mode == LW_SHARED);
 	if (ntids == 0)
 		return 0;
-	set.tids = tids;
+	set.tids = unconstify(ItemPointerData *, tids);
 	set.n = ntids;
 	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
 	if ((unique_check || !idx->shared->stale) &&

@@ -26,7 +26,6 @@
 #include "access/xlog_internal.h"
 #include "access/xloginsert.h"
 #include "commands/vacuum.h"
-#include "lib/qunique.h"
 #include "miscadmin.h"
 #include "port/pg_bitutils.h"
 #include "storage/ipc.h"
@@ -61,7 +60,7 @@ typedef struct PmhashVacLogged
 {
 	uint64		lo;
 	uint64		hi;
-	PmhashRedoTids dead;
+	PmhashTidSet dead;
 } PmhashVacLogged;
 
 /* records per WAL flush of a logged bulk delete, and TIDs at most */
@@ -198,13 +197,6 @@ pmhash_vacuum_judge_chain(PmhashIndex *idx, uint32 segno, uint64 owner_word,
 	return ndead;
 }
 
-/* qsort comparator of TIDs */
-static int
-pmhash_tid_cmp(const void *a, const void *b)
-{
-	return ItemPointerCompare((ItemPointer) a, (ItemPointer) b);
-}
-
 /*
  * Remove the dead entries of the primary segment that covers hash pos,
  * with its overflow chain and D-bucket (index lock shared).  Every entry is
@@ -264,9 +256,7 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint64 pos, PmhashVacState *vs,
 		uint64		hi = depth == 0 ? PG_UINT64_MAX :
 			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
 
-		qsort(vs->tids, vs->ntids, sizeof(ItemPointerData), pmhash_tid_cmp);
-		vs->ntids = (int) qunique(vs->tids, vs->ntids,
-								  sizeof(ItemPointerData), pmhash_tid_cmp);
+		vs->ntids = pmhash_sort_tids(vs->tids, vs->ntids);
 		end = pmhash_xlog_delete(idx->rel, idx->shared->pool_id, lo, hi,
 								 vs->tids, vs->ntids);
 
@@ -519,10 +509,7 @@ pmhashvacuumcleanup(IndexVacuumInfo *info, IndexBulkDeleteResult *stats)
 static bool
 pmhash_redo_tid_dead(ItemPointer tid, void *state)
 {
-	PmhashRedoTids *t = (PmhashRedoTids *) state;
-
-	return bsearch(tid, t->tids, t->n, sizeof(ItemPointerData),
-				   pmhash_tid_cmp) != NULL;
+	return pmhash_tid_set_has((const PmhashTidSet *) state, tid);
 }
 
 /*
@@ -535,7 +522,7 @@ pmhash_redo_tid_dead(ItemPointer tid, void *state)
  */
 uint64
 pmhash_vacuum_redo(PmhashIndex *idx, uint64 lo, uint64 hi,
-				   PmhashRedoTids *dead)
+				   PmhashTidSet *dead)
 {
 	PmhashVacState vs;
 	uint64		pos = lo;
