@@ -701,6 +701,8 @@ extern bool pmh_contains(const PmhPool *pool, const PmhCallbacks *cb,
 extern int	pmh_mark_dead(const PmhPool *pool, const PmhCallbacks *cb,
 						  uint32 segno, uint64 hash,
 						  bool (*is_dead) (uint64 tag, void *arg), void *arg);
+extern int	pmh_chain_hinted(const PmhCallbacks *cb, uint32 segno,
+							 uint16 *dead, int nsegs);
 
 /* the segment layer's inline helpers: fingerprints and prefetch hints */
 #include "pmh_segment.h"

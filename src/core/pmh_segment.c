@@ -531,6 +531,56 @@ pmh_mark_dead(const PmhPool *pool, const PmhCallbacks *cb, uint32 segno,
 	return marked;
 }
 
+/*
+ * The slots hinted dead (PMH_FPT_DEAD) in primary segment segno and its
+ * overflow chain: with dead not NULL, a mask of them per bucket for each
+ * of the chain's first nsegs segments, PMH_SEG_BUCKETS masks a segment in
+ * chain order, as pmh_delete_chain takes them.  Returns how many slots
+ * are hinted in the whole chain.  The caller holds the segment's lock
+ * (exclusively, to delete what this finds: hints are set under the lock
+ * shared).
+ */
+int
+pmh_chain_hinted(const PmhCallbacks *cb, uint32 segno, uint16 *dead,
+				 int nsegs)
+{
+	int			n = 0;
+	int			k;
+
+	for (k = 0; segno != PMH_NO_SEGMENT; k++)
+	{
+		const PmhSegMeta *meta = cb->get_meta(cb->arg, segno);
+		uint16	   *mask = dead != NULL && k < nsegs ?
+			&dead[k * PMH_SEG_BUCKETS] : NULL;
+		int			b;
+
+		if (mask != NULL)
+			memset(mask, 0, sizeof(uint16) * PMH_SEG_BUCKETS);
+		for (b = 0; b < PMH_FPT_BUCKETS && meta->nlive > 0; b++)
+		{
+			const PmhFpBucket *bk = &meta->fpt[b];
+			uint32		d = pmh_fpt_dead_ways(bk);
+
+			while (d)
+			{
+				int			w = pg_rightmost_one_pos32(d);
+				uint32		slot = (uint32) (bk->slot[w] & ~PMH_FPT_DEAD) - 1;
+
+				d &= d - 1;
+				/* (a free way never keeps the bit; be safe all the same) */
+				if (slot >= PMH_SEG_SLOTS)
+					continue;
+				n++;
+				if (mask != NULL)
+					mask[slot / PMH_BUCKET_SLOTS] |=
+						(uint16) (1 << (slot % PMH_BUCKET_SLOTS));
+			}
+		}
+		segno = meta->ovf_next;
+	}
+	return n;
+}
+
 /* write one entry into a free slot and persist it; update the metadata */
 static PmhInsertResult
 pmh_write_slot(PmhPool *pool, PmhSegMeta *meta, uint32 segno, int slot,

@@ -517,6 +517,14 @@ pmh_wp_place_in(PmhWriter *w, uint64 hash, uint64 tag, uint32 logslot,
 			break;
 		}
 		st = pmh_wp_relocate_segment(w, segno, &r);
+		if (st == PMH_WP_OK && ops->prune &&
+			(r == PMH_INSERT_SPLIT || r == PMH_INSERT_OVERFLOW) &&
+			ops->prune(w->arg, segno))
+		{
+			/* dead entries made the room: relocate again */
+			ops->unlock_segment(w->arg, segno);
+			continue;
+		}
 		if (st == PMH_WP_OK && r == PMH_INSERT_SPLIT && !exclusive &&
 			ops->split_shared && ops->split_shared(w->arg, segno))
 			r = PMH_INSERT_DONE;	/* split under the segment's lock */

@@ -128,6 +128,12 @@ typedef enum PmhWpStatus
  * split_shared: split primary segno under its segment lock, the index lock
  *	 shared; false, having changed nothing, when the whole index is
  *	 needed.  May be NULL (always needed).
+ * prune: optional; make room in primary segno and its chain, whose lock
+ *	 the caller holds (exclusively, or the index lock exclusively), by
+ *	 deleting entries it knows to be dead (the server's dead hints): true
+ *	 if it deleted at least a D-bucket's worth (PMH_DBUCKET_SLOTS), so that
+ *	 relocating again makes progress.  Tried before a split or an
+ *	 overflow segment.
  * split, add_overflow: make room in primary segno, index lock exclusive.
  * add_log_segment: add log segment number log->nexts (call
  *	 pmh_wp_log_extend with a free segment and a chunk for its lines),
@@ -157,6 +163,7 @@ typedef struct PmhWriteOps
 	bool		(*split_shared) (void *arg, uint32 segno);
 	bool		(*split) (void *arg, uint32 segno);
 	bool		(*add_overflow) (void *arg, uint32 segno);
+	bool		(*prune) (void *arg, uint32 segno);
 	bool		(*add_log_segment) (void *arg);
 	uint32		(*nsegments) (void *arg);
 	uint64		(*primaries) (void *arg);

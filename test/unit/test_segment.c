@@ -912,12 +912,47 @@ test_dead_hints(void)
 		}
 	}
 
-	/* a rebuilt table has no hints */
+	/*
+	 * a prune (the server's pmhash_prune_chain) finds the chain's hinted
+	 * slots, in masks that delete exactly them and nothing the lookups
+	 * return: marked - 1 are left (one was revived, one deleted)
+	 */
+	{
+		int			nsegs = chain_length(&tp, segno) + 1;
+		uint16	   *dead = calloc((size_t) nsegs * PMH_SEG_BUCKETS,
+								  sizeof(uint16));
+		int			nmask = 0;
+		int			k;
+
+		CHECKF(pmh_chain_hinted(&tp.cb, segno, NULL, 0) == marked - 1,
+			   "hinted in the chain: %d, %d expected",
+			   pmh_chain_hinted(&tp.cb, segno, NULL, 0), marked - 1);
+		CHECK(pmh_chain_hinted(&tp.cb, segno, dead, nsegs) == marked - 1);
+		for (k = 0; k < nsegs * PMH_SEG_BUCKETS; k++)
+			nmask += pg_popcount32(dead[k]);
+		CHECK(nmask == marked - 1);
+		/* only the segments asked for get masks; the count is the chain's */
+		CHECK(pmh_chain_hinted(&tp.cb, segno, dead, 1) == marked - 1);
+		CHECK(pmh_chain_hinted(&tp.cb, segno, dead, nsegs) == marked - 1);
+		CHECK(pmh_delete_chain(&tp.pool, &tp.cb, segno, dead, nsegs) == 0);
+		CHECK(pmh_chain_hinted(&tp.cb, segno, NULL, 0) == 0);
+		n = tpool_lookup(&tp, H, &tags, &cap);
+		CHECKF(n == ndups - marked, "lookup after the prune: %d", n);
+		CHECK(count_even(tags, n) == 1);
+		CHECK(!pmh_contains(&tp.pool, &tp.cb, segno, H,
+							pmh_tag_make(H, 9000000, 6)));
+		CHECK(pmh_contains(&tp.pool, &tp.cb, segno, H,
+						   pmh_tag_make(H, 9000000, 1)));
+		CHECK(check_structure(&tp, "dead hints, pruned") == live - marked);
+		free(dead);
+	}
+
+	/* a rebuilt table has no hints, and the pruned entries stay gone */
 	for (s = segno; s != PMH_NO_SEGMENT; s = tp.meta[s].ovf_next)
 		pmh_fpt_rebuild(&tp.pool, &tp.meta[s], s);
 	n = tpool_lookup(&tp, H, &tags, &cap);
-	CHECKF(n == ndups - 1, "lookup after the rebuild: %d", n);
-	CHECK(check_structure(&tp, "dead hints, rebuilt") == live - 1);
+	CHECKF(n == ndups - marked, "lookup after the rebuild: %d", n);
+	CHECK(check_structure(&tp, "dead hints, rebuilt") == live - marked);
 	free(tags);
 	model_free(&m);
 	tpool_close(&tp);
