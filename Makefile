@@ -32,6 +32,7 @@ OBJS = \
 	src/pmhashpage.o \
 	src/pmhashpool.o \
 	src/pmhashpooldir.o \
+	src/pmhashprune.o \
 	src/pmhashrebuild.o \
 	src/pmhashrecover.o \
 	src/pmhashredo.o \

@@ -38,6 +38,7 @@
 #define XLOG_PMHASH_DROP_DB		0x50	/* a database's pools are gone */
 #define XLOG_PMHASH_COPY_DB		0x60	/* CREATE DATABASE copied pools */
 #define XLOG_PMHASH_COPY		0x70	/* a block-copied storage's pool */
+#define XLOG_PMHASH_PRUNE		0x80	/* entries hinted dead, removed */
 
 /* which pool a record is about (all but the database records) */
 typedef struct xl_pmhash_pool
@@ -84,6 +85,19 @@ typedef struct xl_pmhash_delete
 
 #define SizeOfPmhashDelete		(offsetof(xl_pmhash_delete, ntids) + sizeof(uint32))
 
+/*
+ * PRUNE: a DELETE of entries that were hinted dead (pmhashprune.c), with
+ * the horizon a hot standby's queries conflict with: none of them may
+ * still need a removed entry.  The TIDs follow, as in DELETE.
+ */
+typedef struct xl_pmhash_prune
+{
+	xl_pmhash_delete del;		/* the pool first, as in every record */
+	TransactionId snapshotConflictHorizon;
+} xl_pmhash_prune;
+
+#define SizeOfPmhashPrune		(offsetof(xl_pmhash_prune, snapshotConflictHorizon) + sizeof(TransactionId))
+
 /* COPY: the pool of storage "from" copied for storage "to" */
 typedef struct xl_pmhash_copy
 {
@@ -111,6 +125,10 @@ extern void pmhash_xlog_insert(Relation index, uint64 pool_id,
 extern XLogRecPtr pmhash_xlog_delete(Relation index, uint64 pool_id,
 									 uint64 lo, uint64 hi,
 									 const ItemPointerData *tids, int n);
+extern XLogRecPtr pmhash_xlog_prune(Relation index, uint64 pool_id,
+									uint64 lo, uint64 hi,
+									const ItemPointerData *tids, int n,
+									TransactionId horizon);
 extern void pmhash_xlog_build_end(Relation index, uint64 pool_id);
 extern void pmhash_xlog_drop(const PmhashKey *key);
 extern void pmhash_xlog_copy(const PmhashKey *from, const PmhashKey *to);

@@ -295,6 +295,12 @@ pmhash_wp_entries_added(void *arg, int64 n)
 		pg_atomic_fetch_sub_u64(&shared->entries, (uint64) -n);
 }
 
+static bool
+pmhash_wp_prune(void *arg, uint32 segno)
+{
+	return pmhash_prune_chain((PmhashIndex *) arg, segno);
+}
+
 static void
 pmhash_wp_interrupt(void *arg)
 {
@@ -339,6 +345,7 @@ static const PmhWriteOps pmhash_write_ops = {
 	.split_shared = pmhash_wp_split_shared,
 	.split = pmhash_wp_split,
 	.add_overflow = pmhash_wp_add_overflow,
+	.prune = pmhash_wp_prune,
 	.add_log_segment = pmhash_wp_add_log_segment,
 	.nsegments = pmhash_wp_nsegments,
 	.primaries = pmhash_wp_primaries,

@@ -44,6 +44,7 @@
 #include "access/xlogutils.h"
 #include "miscadmin.h"
 #include "storage/lwlock.h"
+#include "storage/standby.h"
 #include "utils/memutils.h"
 #include "utils/rel.h"
 
@@ -322,17 +323,35 @@ pmhash_redo_vacuum_begin(PmhashIndex *idx)
 	v->generation = idx->shared->generation;
 }
 
-/* redo of DELETE */
+/*
+ * Redo of DELETE and of PRUNE, which first resolves the conflicts of a hot
+ * standby's queries with its horizon, as the hash AM's redo of deleting
+ * dead items from a page does: the entries go, and a query whose snapshot
+ * may still see one of their rows must not run on without them.
+ */
 static void
-pmhash_redo_delete(XLogReaderState *record)
+pmhash_redo_delete(XLogReaderState *record, bool prune)
 {
-	xl_pmhash_delete *xld = (xl_pmhash_delete *) XLogRecGetData(record);
-	const char *p = (const char *) xld + SizeOfPmhashDelete;
+	char	   *rec = XLogRecGetData(record);
+	xl_pmhash_delete *xld = prune ? &((xl_pmhash_prune *) rec)->del :
+		(xl_pmhash_delete *) rec;
+	const char *p = rec + (prune ? SizeOfPmhashPrune : SizeOfPmhashDelete);
 	PmhashTidSet dead;
 	PmhashKey	key;
 	Relation	rel;
 	PmhashIndex idx;
 	uint32		i;
+
+	if (prune && InHotStandby)
+	{
+		RelFileNode node;
+
+		node.spcNode = xld->pool.spcid;
+		node.dbNode = xld->pool.dbid;
+		node.relNode = xld->pool.relnode;
+		ResolveRecoveryConflictWithSnapshot(((xl_pmhash_prune *) rec)->snapshotConflictHorizon,
+											node);
+	}
 
 	dead.n = (int) xld->ntids;
 	dead.tids = palloc(sizeof(ItemPointerData) * Max(dead.n, 1));
@@ -420,7 +439,10 @@ pmhash_redo_record(XLogReaderState *record, uint8 info)
 			pmhash_redo_insert(record);
 			break;
 		case XLOG_PMHASH_DELETE:
-			pmhash_redo_delete(record);
+			pmhash_redo_delete(record, false);
+			break;
+		case XLOG_PMHASH_PRUNE:
+			pmhash_redo_delete(record, true);
 			break;
 		case XLOG_PMHASH_BUILD_END:
 			pmhash_redo_build_end((xl_pmhash_pool *) rec);

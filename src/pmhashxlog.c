@@ -142,26 +142,17 @@ pmhash_xlog_insert(Relation index, uint64 pool_id, const uint64 *hashes,
 }
 
 /*
- * DELETE: the dead TIDs removed from the hashes lo..hi, sorted.  Returns
- * the record's end, which the caller flushes before the deletions reach
- * the pool.
+ * A DELETE or PRUNE record: the header, then the TIDs, 6 bytes each.
  */
-XLogRecPtr
-pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
-				   const ItemPointerData *tids, int n)
+static XLogRecPtr
+pmhash_xlog_tids(uint8 info, const char *header, int header_bytes,
+				 const ItemPointerData *tids, int n)
 {
-	xl_pmhash_delete xld;
 	char	   *buf;
 	char	   *p;
 	int			i;
 	XLogRecPtr	end;
 
-	if (n <= 0)
-		return InvalidXLogRecPtr;
-	pmhash_xlog_pool(index, pool_id, 0, &xld.pool);
-	xld.lo = lo;
-	xld.hi = hi;
-	xld.ntids = (uint32) n;
 	p = buf = palloc(PMHASH_XLOG_TID_BYTES * n);
 	for (i = 0; i < n; i++)
 	{
@@ -173,11 +164,59 @@ pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
 		p += PMHASH_XLOG_TID_BYTES;
 	}
 	XLogBeginInsert();
-	XLogRegisterData((char *) &xld, SizeOfPmhashDelete);
+	XLogRegisterData(unconstify(char *, header), header_bytes);
 	XLogRegisterData(buf, PMHASH_XLOG_TID_BYTES * n);
-	end = XLogInsert(PMHASH_RMGR_ID, XLOG_PMHASH_DELETE);
+	end = XLogInsert(PMHASH_RMGR_ID, info);
 	pfree(buf);
 	return end;
+}
+
+/* the DELETE part of a DELETE or PRUNE record */
+static void
+pmhash_xlog_delete_header(Relation index, uint64 pool_id, uint64 lo,
+						  uint64 hi, int n, xl_pmhash_delete *xld)
+{
+	pmhash_xlog_pool(index, pool_id, 0, &xld->pool);
+	xld->lo = lo;
+	xld->hi = hi;
+	xld->ntids = (uint32) n;
+}
+
+/*
+ * DELETE: the dead TIDs removed from the hashes lo..hi, sorted.  Returns
+ * the record's end, which the caller flushes before the deletions reach
+ * the pool.
+ */
+XLogRecPtr
+pmhash_xlog_delete(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
+				   const ItemPointerData *tids, int n)
+{
+	xl_pmhash_delete xld;
+
+	if (n <= 0)
+		return InvalidXLogRecPtr;
+	pmhash_xlog_delete_header(index, pool_id, lo, hi, n, &xld);
+	return pmhash_xlog_tids(XLOG_PMHASH_DELETE, (char *) &xld,
+							SizeOfPmhashDelete, tids, n);
+}
+
+/*
+ * PRUNE: as DELETE, for entries hinted dead, with the conflict horizon of
+ * their rows (InvalidTransactionId: no standby needs one).
+ */
+XLogRecPtr
+pmhash_xlog_prune(Relation index, uint64 pool_id, uint64 lo, uint64 hi,
+				  const ItemPointerData *tids, int n, TransactionId horizon)
+{
+	xl_pmhash_prune xlr;
+
+	if (n <= 0)
+		return InvalidXLogRecPtr;
+	memset(&xlr, 0, sizeof(xlr));
+	xlr.snapshotConflictHorizon = horizon;
+	pmhash_xlog_delete_header(index, pool_id, lo, hi, n, &xlr.del);
+	return pmhash_xlog_tids(XLOG_PMHASH_PRUNE, (char *) &xlr,
+							SizeOfPmhashPrune, tids, n);
 }
 
 /* BUILD_END: every entry of the build is logged */
@@ -290,13 +329,19 @@ pmhash_desc(StringInfo buf, XLogReaderState *record)
 				break;
 			}
 		case XLOG_PMHASH_DELETE:
+		case XLOG_PMHASH_PRUNE:
 			{
 				xl_pmhash_delete *xld = (xl_pmhash_delete *) rec;
 
+				if (info == XLOG_PMHASH_PRUNE)
+					xld = &((xl_pmhash_prune *) rec)->del;
 				pmhash_desc_pool(buf, &xld->pool);
 				appendStringInfo(buf, ", %u tids, hashes %016llx..%016llx",
 								 xld->ntids, (unsigned long long) xld->lo,
 								 (unsigned long long) xld->hi);
+				if (info == XLOG_PMHASH_PRUNE)
+					appendStringInfo(buf, ", conflict horizon %u",
+									 ((xl_pmhash_prune *) rec)->snapshotConflictHorizon);
 				break;
 			}
 		case XLOG_PMHASH_COPY:
@@ -348,6 +393,8 @@ pmhash_identify(uint8 info)
 			return "COPY_DB";
 		case XLOG_PMHASH_COPY:
 			return "COPY";
+		case XLOG_PMHASH_PRUNE:
+			return "PRUNE";
 	}
 	return NULL;
 }
