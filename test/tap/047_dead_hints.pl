@@ -30,6 +30,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PmhashHints;
 
 my $node = PostgreSQL::Test::Cluster->new('hints');
 $node->init;
@@ -41,27 +42,10 @@ wal_writer_delay = '10s'
 $node->start;
 
 # 1000 keys; updates of v are never HOT (v has a btree index)
-$node->safe_psql('postgres', q{
-	CREATE EXTENSION pmhash;
-	CREATE TABLE t (k int4, v int4);
-	INSERT INTO t SELECT g, 0 FROM generate_series(1, 1000) g;
-	CREATE INDEX t_k ON t USING pmhash (k);
-	CREATE INDEX t_v ON t (v);
-	CREATE TABLE u (k int4, v int4);
-	INSERT INTO u SELECT g, 0 FROM generate_series(1, 1000) g;
-	CREATE UNIQUE INDEX u_k ON u USING pmhash (k);
-	CREATE INDEX u_v ON u (v);
-});
+$node->safe_psql('postgres', 'CREATE EXTENSION pmhash;' . hint_tables_sql());
 
-my $index_scan = 'SET enable_seqscan = off; SET enable_bitmapscan = off;';
+my $index_scan = $INDEX_SCAN;
 
-# n updates of key k, each its own transaction; plan: index scans or not
-sub update_key
-{
-	my ($table, $k, $n, $plan) = @_;
-	$node->safe_psql('postgres',
-		$plan . join('', map { "UPDATE $table SET v = v + 1 WHERE k = $k;\n" } 1 .. $n));
-}
 
 # TIDs one index scan of "where" on table returns (idx_tup_read), and the
 # rows it finds, read in one session
@@ -105,7 +89,7 @@ sub check_clean
 my $bg = $node->background_psql('postgres', on_error_stop => 1);
 $bg->query_safe(
 	"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT v FROM t WHERE k = 1");
-update_key('t', 1, 200, $index_scan);
+update_key($node, 't', 1, 200, $index_scan);
 my ($reads, $rows) = scan_reads('t', 'k = 1');
 is($rows, '1:200', 'old snapshot held: the index finds the live row');
 cmp_ok($reads, '>=', 201, "old snapshot held: no version hinted ($reads TIDs)");
@@ -126,14 +110,14 @@ is($rows, seq_rows('t', 'k = 1'), 'second scan: the same row as a sequential sca
 cmp_ok($reads, '<=', 17, "second scan skips the hinted versions ($reads TIDs)");
 check_clean('hinted');
 # the updates' own scans hint too: after more updates the scan stays short
-update_key('t', 1, 100, $index_scan);
+update_key($node, 't', 1, 100, $index_scan);
 ($reads, $rows) = scan_reads('t', 'k = 1');
 is($rows, '1:300', 'after 100 more updates: the live row');
 cmp_ok($reads, '<=', 17, "the updates' scans hinted their dead versions ($reads TIDs)");
 
 # 3. ------------------------------------------------------------------
 # updates through sequential scans: only the unique checks hint
-update_key('u', 5, 200, 'SET enable_indexscan = off; SET enable_bitmapscan = off;');
+update_key($node, 'u', 5, 200, $SEQ_SCAN);
 ($reads, $rows) = scan_reads('u', 'k = 5');
 is($rows, '5:200', 'unique index: the live row');
 cmp_ok($reads, '<=', 17, "unique checks hinted the dead versions ($reads TIDs)");
@@ -147,7 +131,7 @@ is(scalar((scan_reads('u', 'k = 5'))[1]), '5:-1',
 check_clean('unique');
 
 # 4. ------------------------------------------------------------------
-update_key('t', $_, 80, 'SET enable_indexscan = off; SET enable_bitmapscan = off;')
+update_key($node, 't', $_, 80, $SEQ_SCAN)
   for (2, 3);
 my $any = 'k = ANY (ARRAY[2, 3, 4, 5000])';
 ($reads, $rows) = scan_reads('t', $any);
@@ -223,13 +207,12 @@ $x->query_safe(q{BEGIN;
 $node->stop('immediate');
 eval { $x->quit; };
 $node->start;
-my $seq_plan = 'SET enable_indexscan = off; SET enable_bitmapscan = off;';
-update_key('sn', 1001, 30, $seq_plan);
+update_key($node, 'sn', 1001, 30, $SEQ_SCAN);
 ($reads, $rows) = scan_reads('sn', 'k = 1001');
 ($reads, $rows) = scan_reads('sn', 'k = 1001');
 is($rows, '1001:30', 'stale pool: the updated row');
 cmp_ok($reads, '>=', 31, "stale pool: scans leave no hints ($reads TIDs)");
-update_key('s', 1001, 30, $seq_plan);
+update_key($node, 's', 1001, 30, $SEQ_SCAN);
 ($reads, $rows) = scan_reads('s', 'k = 1001');
 is($rows, '1001:30', 'stale pool, unique index: the updated row');
 cmp_ok($reads, '<=', 17, "stale pool: unique checks hint ($reads TIDs)");

@@ -31,6 +31,7 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PmhashHints;
 use PmhashReplica;
 
 my $node = PostgreSQL::Test::Cluster->new('prune');
@@ -56,29 +57,10 @@ max_standby_streaming_delay = 0
 });
 $standby->start;
 
-# updates of v are never HOT (v has a btree index)
-$node->safe_psql('postgres', q{
-	CREATE TABLE t (k int4, v int4);
-	INSERT INTO t SELECT g, 0 FROM generate_series(1, 1000) g;
-	CREATE INDEX t_k ON t USING pmhash (k);
-	CREATE INDEX t_v ON t (v);
-	CREATE TABLE u (k int4, v int4);
-	INSERT INTO u SELECT g, 0 FROM generate_series(1, 1000) g;
-	CREATE UNIQUE INDEX u_k ON u USING pmhash (k);
-	CREATE INDEX u_v ON u (v);
-	ANALYZE t, u;
-});
+$node->safe_psql('postgres', hint_tables_sql());
 
-my $index_scan = 'SET enable_seqscan = off; SET enable_bitmapscan = off;';
-my $seq_scan = 'SET enable_indexscan = off; SET enable_bitmapscan = off;';
+my $index_scan = $INDEX_SCAN;
 
-# n updates of key k, each its own transaction, with the given plan
-sub update_key
-{
-	my ($table, $k, $n, $plan) = @_;
-	$node->safe_psql('postgres',
-		$plan . join('', map { "UPDATE $table SET v = v + 1 WHERE k = $k;\n" } 1 .. $n));
-}
 
 sub wal_now
 {
@@ -115,8 +97,8 @@ sub agree
 
 # 1. ------------------------------------------------------------------
 my $start = wal_now();
-update_key('t', 7, 3000, $index_scan);
-update_key('u', 7, 3000, $seq_scan);
+update_key($node, 't', 7, 3000, $index_scan);
+update_key($node, 'u', 7, 3000, $SEQ_SCAN);
 my ($n, $nohorizon) = prunes($start, 't_k');
 cmp_ok($n, '>=', 1, "plain index: $n PRUNE records");
 is($nohorizon, 0, 'plain index: each with a conflict horizon');
@@ -140,14 +122,14 @@ my $bg = $node->background_psql('postgres', on_error_stop => 1);
 is($bg->query_safe(
 	"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT v FROM t WHERE k = 9"),
 	'0', 'an old snapshot reads its row');
-update_key('t', 9, 2000, $index_scan);
+update_key($node, 't', 9, 2000, $index_scan);
 is($bg->query_safe('SELECT v FROM t WHERE k = 9'), '0',
 	'after 2000 updates the old snapshot still finds its row through the index');
 is($bg->query_safe('SELECT count(*) FROM t WHERE k = 9 AND v = 0'), '1',
 	'and finds it once');
 $bg->query_safe('COMMIT');
 $bg->quit;
-update_key('t', 9, 1000, $index_scan);
+update_key($node, 't', 9, 1000, $index_scan);
 agree($node, 'after the old snapshot', 't');
 
 # 3. ------------------------------------------------------------------
@@ -158,7 +140,7 @@ my $before = $sb->query_safe(
 	"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT v FROM t WHERE k = 11");
 is($before, '0', 'a standby snapshot reads its row');
 $start = wal_now();
-update_key('t', 11, 3000, $index_scan);
+update_key($node, 't', 11, 3000, $index_scan);
 ($n) = prunes($start, 't_k');
 cmp_ok($n, '>=', 1, "$n PRUNE records under the standby's old snapshot");
 $node->wait_for_catchup($standby, 'replay');
@@ -179,12 +161,12 @@ is($standby->safe_psql('postgres', "$index_scan SELECT v FROM t WHERE k = 11"), 
 	'the standby finds the live row');
 
 # 4. ------------------------------------------------------------------
-update_key('t', 13, 2000, $index_scan);
+update_key($node, 't', 13, 2000, $index_scan);
 $node->stop('immediate');
 $node->start;
 agree($node, 'after crash recovery', $_) for ('t', 'u');
 $start = wal_now();
-update_key('t', 13, 2000, $index_scan);
+update_key($node, 't', 13, 2000, $index_scan);
 ($n) = prunes($start, 't_k');
 is($n, 0, 'a stale pool is not pruned');
 cmp_ok(entries('t_k'), '>=', 3000, 'stale pool: the dead versions\' entries stay');
@@ -192,7 +174,7 @@ is($node->safe_psql('postgres', "$index_scan SELECT v FROM t WHERE k = 13"), '40
 	'stale pool: the live row');
 $node->safe_psql('postgres', 'REINDEX INDEX t_k');
 $start = wal_now();
-update_key('t', 13, 3000, $index_scan);
+update_key($node, 't', 13, 3000, $index_scan);
 ($n) = prunes($start, 't_k');
 cmp_ok($n, '>=', 1, "after REINDEX: $n PRUNE records");
 agree($node, 'after REINDEX', 't');
@@ -206,7 +188,7 @@ $node->safe_psql('postgres', q{
 	ANALYZE w;
 });
 $start = wal_now();
-update_key('w', 5, 3000, $index_scan);
+update_key($node, 'w', 5, 3000, $index_scan);
 my $e = entries('w_k');
 cmp_ok($e, '<', 2500, "unlogged: $e entries for 4000 versions");
 is(join(',', prunes($start, 'w_k')), '0,0', 'unlogged: no PRUNE record');
