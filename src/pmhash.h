@@ -113,22 +113,9 @@ typedef struct PmhashSegSlot
 								 * is taken, and for unloaded primaries */
 	uint32		rec_first;
 	uint32		rec_count;
-
-	/*
-	 * Of a primary segment: the next transaction id, as it was when an entry
-	 * of the chain was last hinted dead (0: never).  Every hinted row was
-	 * deleted (or inserted, if aborted) by an older transaction, so the id
-	 * before it is a standby's conflict horizon for deleting hinted entries
-	 * (pmhashprune.c).  Only ever raised, under the segment lock shared,
-	 * until a prune under the lock exclusive deletes every hinted entry.
-	 */
-	pg_atomic_uint64 hint_fxid;
-	/*
-	 * one segment per cache line: a writer's lock is not its neighbour's
-	 * (6: the alignment holes after the flags and before hint_fxid)
-	 */
+	/* one segment per cache line: a writer's lock is not its neighbour's */
 	char		pad[PMH_CACHELINE_BYTES - sizeof(LWLock) - 2 * sizeof(bool) -
-					2 * sizeof(uint32) - 6 - sizeof(pg_atomic_uint64)];
+					2 * sizeof(uint32) - 2];
 } PmhashSegSlot;
 
 StaticAssertDecl(sizeof(PmhashSegSlot) == PMH_CACHELINE_BYTES,
@@ -421,6 +408,8 @@ typedef struct PmhashIndex
 	LWLockMode	mode;
 	PmhCallbacks cb;
 	uint64		redo_pool_id;	/* redo: the record's pool, not the metapage's */
+	Relation	heap;			/* the table, for an inserter that has it open
+								 * and locked (else NULL): see pmhashprune.c */
 } PmhashIndex;
 
 extern char *pmhash_dsa_base;
@@ -793,7 +782,6 @@ extern bool pmhash_heap_has_block(Relation heap, BlockNumber *nblocks,
 								  BlockNumber blk);
 
 /* pmhashprune.c */
-extern void pmhash_raise_hint_fxid(PmhashSegSlot *slot, uint64 next_fxid);
 extern bool pmhash_prune_chain(PmhashIndex *idx, uint32 segno);
 
 /* pmhashvacuum.c */

@@ -422,6 +422,7 @@ pmhash_init_handle(Relation index, PmhashShared *shared, PmhashLocal *local,
 	idx->cb.alloc_segment = pmhash_cb_alloc_segment;
 	idx->cb.arg = idx;
 	idx->redo_pool_id = 0;
+	idx->heap = NULL;
 }
 
 /*

@@ -464,7 +464,6 @@ pmhash_extend_shared(PmhashShared *shared, uint64 nsegments)
 			chunk->slot[j].meta_valid = false;
 			chunk->slot[j].rec_first = 0;
 			chunk->slot[j].rec_count = 0;
-			pg_atomic_init_u64(&chunk->slot[j].hint_fxid, 0);
 		}
 	}
 

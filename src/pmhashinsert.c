@@ -57,6 +57,7 @@ pmhashinsert(Relation index, Datum *values, bool *isnull,
 	/* a flush is due: after INSERT ... ON CONFLICT, check what it takes */
 	pmhash_log_settle_index(index, heapRel, ht_ctid);
 	pmhash_attach(index, LW_SHARED, &idx);
+	idx.heap = heapRel;
 	pmhash_log_append(&idx, hash, ht_ctid, exclusion);
 	pmhash_detach(&idx);
 	return false;

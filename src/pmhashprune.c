@@ -13,10 +13,13 @@
  * deletes the chain's hinted entries, provided they are at least an eighth
  * of the chain's slots.  The deletion is VACUUM's (pmh_delete_chain, one
  * batch, one fence), and so is the order with the WAL: a PRUNE record
- * naming the TIDs reaches the disk before the pool changes.  It carries a
- * horizon for a hot standby's queries (PmhashSegSlot.hint_fxid), which the
- * heap is not read for: a hinted row was deleted, or inserted by an
- * aborted transaction, before its hint was set.
+ * naming the TIDs reaches the disk before the pool changes.  It carries
+ * the horizon a hot standby's queries conflict with, the newest
+ * transaction id that deleted (or, aborted, inserted) a removed row, which
+ * the heap gives (table_index_delete_tuples), as for btree's and hash's
+ * deletions: the heap is read under the segment lock, as theirs is under
+ * the page's, so only an inserter that has the table open and locked
+ * prunes (PmhashIndex.heap).
  *
  * Not in a stale pool: there an entry's TID may have been taken by a row
  * inserted after a crash (see "The TID-reuse hazard" in README.pmhash), and
@@ -27,9 +30,11 @@
  */
 #include "postgres.h"
 
+#include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
+#include "utils/rel.h"
 
 #include "pmhash.h"
 #include "pmhash_xlog.h"
@@ -37,36 +42,71 @@
 /* hinted entries a prune needs, as a fraction of its chain's slots */
 #define PMHASH_PRUNE_FRACTION	8
 
-/*
- * Raise a primary segment's hint_fxid to next_fxid (the next transaction
- * id, read before the hints were set).  Segment lock held shared at least.
- */
-void
-pmhash_raise_hint_fxid(PmhashSegSlot *slot, uint64 next_fxid)
-{
-	uint64		old = pg_atomic_read_u64(&slot->hint_fxid);
-
-	while (old < next_fxid &&
-		   !pg_atomic_compare_exchange_u64(&slot->hint_fxid, &old, next_fxid))
-		;
-}
+/* TIDs per call of table_index_delete_tuples */
+#define PMHASH_PRUNE_HORIZON_BATCH	4096
 
 /*
- * The conflict horizon of a primary segment's hinted entries: the
- * transaction id before the next one when the last was hinted.
+ * The conflict horizon of removing the entries of these heap TIDs, whose
+ * rows are dead to every snapshot (the heap walks each HOT chain for the
+ * newest xmax, as for btree's and hash's deletion of dead items)
  */
 static TransactionId
-pmhash_prune_horizon(PmhashSegSlot *slot)
+pmhash_prune_horizon(Relation index, Relation heap,
+					 const ItemPointerData *tids, int n)
 {
-	uint64		fxid = pg_atomic_read_u64(&slot->hint_fxid);
-	TransactionId xid;
+	TM_IndexDeleteOp delstate;
+	TransactionId horizon = InvalidTransactionId;
+	int			i;
 
-	/* (never set with hints present; be safe: the next id now) */
-	if (fxid == 0)
-		fxid = U64FromFullTransactionId(ReadNextFullTransactionId());
-	xid = XidFromFullTransactionId(FullTransactionIdFromU64(fxid));
-	TransactionIdRetreat(xid);
-	return xid;
+	/* (TM_IndexDelete.id is 16 bits) */
+	if (n > PMHASH_PRUNE_HORIZON_BATCH)
+	{
+		int			done;
+
+		for (done = 0; done < n; done += PMHASH_PRUNE_HORIZON_BATCH)
+		{
+			TransactionId h = pmhash_prune_horizon(index, heap, tids + done,
+												   Min(n - done, PMHASH_PRUNE_HORIZON_BATCH));
+
+			if (!TransactionIdIsValid(horizon) ||
+				(TransactionIdIsValid(h) && TransactionIdFollows(h, horizon)))
+				horizon = h;
+		}
+		return horizon;
+	}
+	delstate.irel = index;
+	delstate.iblknum = InvalidBlockNumber;
+	delstate.bottomup = false;
+	delstate.bottomupfreespace = 0;
+	delstate.ndeltids = n;
+	delstate.deltids = palloc(sizeof(TM_IndexDelete) * n);
+	delstate.status = palloc(sizeof(TM_IndexStatus) * n);
+	for (i = 0; i < n; i++)
+	{
+		delstate.deltids[i].tid = tids[i];
+		delstate.deltids[i].id = (int16) i;
+		delstate.status[i].idxoffnum = InvalidOffsetNumber;
+		delstate.status[i].knowndeletable = true;
+		delstate.status[i].promising = false;
+		delstate.status[i].freespace = 0;
+	}
+	horizon = table_index_delete_tuples(heap, &delstate);
+	pfree(delstate.deltids);
+	pfree(delstate.status);
+	return horizon;
+}
+
+/* live slots of primary segment segno and its chain */
+static uint64
+pmhash_chain_live(PmhashIndex *idx, uint32 segno)
+{
+	uint64		n = 0;
+	uint32		seg;
+
+	for (seg = segno; seg != PMH_NO_SEGMENT;
+		 seg = pmhash_seg_meta(idx, seg)->ovf_next)
+		n += pmhash_seg_meta(idx, seg)->nlive;
+	return n;
 }
 
 /*
@@ -74,7 +114,12 @@ pmhash_prune_horizon(PmhashSegSlot *slot)
  * chain, if they are at least PMHASH_PRUNE_FRACTION-th of its slots and no
  * fewer than a D-bucket: the write path's "prune" callback, called with
  * the segment's lock held exclusively (or the index lock) when relocating
- * into it found no room.  True if it deleted them.
+ * into it found no room.  True if it freed a D-bucket's worth of slots at
+ * least (the write path then relocates again).  Nothing is done in a stale
+ * pool, in recovery, without the table at hand when a standby needs the
+ * conflict horizon, for another table access method than heap (whose
+ * deletion of index entries may need something else), or when memory for
+ * the TIDs is short: a prune is never needed, only useful.
  */
 bool
 pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
@@ -83,8 +128,10 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 	PmhPool    *pool = &idx->local->pool;
 	PmhSegMeta *meta = pmhash_seg_meta(idx, segno);
 	uint64		word = meta->word;
+	bool		wal;
 	int			nsegs = 0;
 	int			hinted;
+	int			freed = 0;
 	uint16	   *dead;
 	ItemPointerData *tids;
 	int			ntids = 0;
@@ -92,6 +139,11 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 	int			k;
 
 	if (shared->stale || RecoveryInProgress() || idx->redo_pool_id != 0)
+		return false;
+	wal = pmhash_xlog_wanted(idx->rel);
+	if (wal && XLogStandbyInfoActive() &&
+		(idx->heap == NULL ||
+		 idx->heap->rd_tableam != GetHeapamTableAmRoutine()))
 		return false;
 	for (seg = segno; seg != PMH_NO_SEGMENT;
 		 seg = pmhash_seg_meta(idx, seg)->ovf_next)
@@ -101,25 +153,39 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 		hinted < nsegs * PMH_SEG_SLOTS / PMHASH_PRUNE_FRACTION)
 		return false;
 
-	dead = palloc(sizeof(uint16) * PMH_SEG_BUCKETS * nsegs);
-	tids = palloc(sizeof(ItemPointerData) * hinted);
+	dead = palloc_extended(sizeof(uint16) * PMH_SEG_BUCKETS * nsegs,
+						   MCXT_ALLOC_NO_OOM);
+	tids = palloc_extended(sizeof(ItemPointerData) * hinted,
+						   MCXT_ALLOC_NO_OOM);
+	if (dead == NULL || tids == NULL)
+	{
+		if (dead != NULL)
+			pfree(dead);
+		if (tids != NULL)
+			pfree(tids);
+		return false;
+	}
 	hinted = pmh_chain_hinted(&idx->cb, segno, dead, nsegs);
 	for (seg = segno, k = 0; k < nsegs;
 		 seg = pmhash_seg_meta(idx, seg)->ovf_next, k++)
 	{
+		PmhSegMeta *m = pmhash_seg_meta(idx, seg);
 		const PmhEntry *e = pmh_seg_entries(pool, seg);
 		int			b;
 
 		for (b = 0; b < PMH_SEG_BUCKETS; b++)
 		{
-			uint32		m = dead[k * PMH_SEG_BUCKETS + b];
+			uint32		mask;
 
-			while (m)
+			/* (only live slots: pmh_delete_slots deletes no others) */
+			dead[k * PMH_SEG_BUCKETS + b] &= m->occ[b];
+			mask = dead[k * PMH_SEG_BUCKETS + b];
+			while (mask)
 			{
 				const PmhEntry *ent = &e[b * PMH_BUCKET_SLOTS +
-										 pg_rightmost_one_pos32(m)];
+										 pg_rightmost_one_pos32(mask)];
 
-				m &= m - 1;
+				mask &= mask - 1;
 				Assert(ntids < hinted);
 				/* (ItemPointerSet names its pointer more than once) */
 				ItemPointerSet(&tids[ntids], pmh_tag_block(ent->tag),
@@ -129,7 +195,7 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 		}
 	}
 
-	if (pmhash_xlog_wanted(idx->rel))
+	if (ntids >= PMH_DBUCKET_SLOTS && wal)
 	{
 		int			depth = pmh_segword_depth(word);
 		uint64		lo = depth == 0 ? 0 :
@@ -138,7 +204,7 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
 		int			n = pmhash_sort_tids(tids, ntids);
 		TransactionId horizon = XLogStandbyInfoActive() ?
-			pmhash_prune_horizon(pmhash_seg_slot(idx, segno)) :
+			pmhash_prune_horizon(idx->rel, idx->heap, tids, n) :
 			InvalidTransactionId;
 
 		/*
@@ -149,12 +215,18 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 		XLogFlush(pmhash_xlog_prune(idx->rel, shared->pool_id, lo, hi,
 									tids, n, horizon));
 	}
-	if (pmh_delete_chain(pool, &idx->cb, segno, dead, nsegs) != 0)
-		pmhash_report_io_error(idx->rel, "persist deletion in");
-	/* every hinted entry is gone: later hints start the horizon anew */
-	pg_atomic_write_u64(&pmhash_seg_slot(idx, segno)->hint_fxid, 0);
-	pg_atomic_fetch_sub_u64(&shared->entries, (uint64) hinted);
+	if (ntids >= PMH_DBUCKET_SLOTS)
+	{
+		uint64		before = pmhash_chain_live(idx, segno);
+		int			rc = pmh_delete_chain(pool, &idx->cb, segno, dead, nsegs);
+
+		/* (the metadata says deleted even if the persist failed) */
+		freed = (int) (before - pmhash_chain_live(idx, segno));
+		pg_atomic_fetch_sub_u64(&shared->entries, (uint64) freed);
+		if (rc != 0)
+			pmhash_report_io_error(idx->rel, "persist deletion in");
+	}
 	pfree(dead);
 	pfree(tids);
-	return true;
+	return freed >= PMH_DBUCKET_SLOTS;
 }

@@ -31,7 +31,6 @@
 #include "access/relscan.h"
 #include "access/table.h"
 #include "access/tableam.h"
-#include "access/transam.h"
 #include "access/xact.h"
 #include "access/xlog.h"
 #include "catalog/index.h"
@@ -234,22 +233,17 @@ pmhash_hint_dead_sorted(PmhashIndex *idx, uint64 hash,
 	PmhashTidSet set;
 	uint32		segno;
 	int			marked = 0;
-	uint64		next_fxid;
 
 	Assert(idx->mode == LW_SHARED);
 	if (ntids == 0)
 		return 0;
 	set.tids = unconstify(ItemPointerData *, tids);
 	set.n = ntids;
-	/* what deleted these rows is older (see PmhashSegSlot.hint_fxid) */
-	next_fxid = U64FromFullTransactionId(ReadNextFullTransactionId());
 	segno = pmhash_lock_hash(idx, hash, LW_SHARED);
 	if ((unique_check || !idx->shared->stale) &&
 		pg_atomic_read_u64(&idx->shared->vacuums_begun) == vacuums)
 		marked = pmh_mark_dead(&idx->local->pool, &idx->cb, segno, hash,
 							   pmhash_tag_is_dead, &set);
-	if (marked > 0)
-		pmhash_raise_hint_fxid(pmhash_seg_slot(idx, segno), next_fxid);
 	pmhash_unlock_segment(idx, segno);
 	return marked;
 }

@@ -576,7 +576,10 @@ pmhash_unique_insert(Relation index, uint64 hash, Datum *values,
 			}
 		}
 		if (check != UNIQUE_CHECK_EXISTING)
+		{
+			idx.heap = heap;
 			pmhash_log_append(&idx, hash, tid, true);
+		}
 		pmhash_detach(&idx);
 		pmhash_unique_lock_release(&lock);
 		return verdict == PMHASH_UNIQUE_OK;

@@ -436,17 +436,16 @@ pmhash_log_flush_all(bool for_parallel)
 			{
 				PmhashIndex idx;
 
-				if (pmhash_xact_upserts)
-				{
-					/* this transaction inserted into it: the table is locked */
-					Relation	heap = table_open(rel->rd_index->indrelid, NoLock);
+				/* this transaction inserted into it: the table is locked */
+				Relation	heap = table_open(rel->rd_index->indrelid, NoLock);
 
+				if (pmhash_xact_upserts)
 					pmhash_log_settle(xl, heap, NULL);
-					table_close(heap, NoLock);
-				}
 				pmhash_attach(rel, LW_SHARED, &idx);
+				idx.heap = heap;
 				pmhash_log_flush(&idx, xl);
 				pmhash_detach(&idx);
+				table_close(heap, NoLock);
 			}
 			relation_close(rel, NoLock);
 		}

@@ -8,17 +8,19 @@
 # changes.  A key updated many times between VACUUMs keeps a short chain.
 #   1. a hot key of a plain index (updates through index scans, which
 #      hint) and of a unique one (updates through sequential scans: its
-#      unique checks hint), 3000 non-HOT updates each: PRUNE records with a
-#      conflict horizon; far fewer entries than versions, with no VACUUM;
-#      every key's rows through the index equal a sequential scan's, and
-#      pmhash_check is empty; a duplicate of the live row is refused;
-#   2. versions an open REPEATABLE READ snapshot may still see are not
-#      hinted, so not pruned: that snapshot still finds its row through the
-#      index after 2000 more updates of its key;
+#      unique checks hint), 3000 non-HOT updates each: PRUNE records; far
+#      fewer entries than versions, with no VACUUM; every key's rows
+#      through the index equal a sequential scan's, and pmhash_check is
+#      empty; a duplicate of the live row is refused;
+#   2. prunes while a REPEATABLE READ snapshot is open spare the versions
+#      it may see (they are never hinted): it still finds its row;
 #   3. a streaming standby replays the PRUNE records and agrees with its
-#      heap; a standby transaction whose snapshot predates prunes (no
-#      hot_standby_feedback) either ends in a recovery conflict or still
-#      finds its row through the index: never a wrong answer;
+#      heap.  The conflict horizon: rows whose pages no heap record
+#      touches in the window (checked), so that only the PRUNE's horizon
+#      protects an old standby snapshot (no hot_standby_feedback): the
+#      horizon is the deleter's xid, not a later one, and the standby's
+#      older snapshot is cancelled or still counts every old row, never
+#      fewer;
 #   4. an immediate stop after prunes, and a restart (the pool kept the
 #      prunes; its crash recovery does not apply pmhash records): the same
 #      answers; the pool is stale then, and nothing is pruned there (no
@@ -67,15 +69,15 @@ sub wal_now
 	return $node->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
 }
 
-# PRUNE records of index $ix since $from: how many, and how many of them
-# name no conflict horizon
+# PRUNE records of index $ix since $from: how many, and the newest
+# conflict horizon among them (0 if none)
 sub prunes
 {
 	my ($from, $ix) = @_;
 	# (the WAL must be flushed up to where the records are read)
 	$node->safe_psql('postgres', 'CHECKPOINT');
 	my $out = $node->safe_psql('postgres', qq{
-		SELECT count(*), count(*) FILTER (WHERE description !~ 'conflict horizon [1-9]')
+		SELECT count(*), coalesce(max(substring(description FROM 'conflict horizon (\\d+)')::bigint), 0)
 		FROM pg_get_wal_records_info('$from', pg_current_wal_flush_lsn())
 		WHERE resource_manager = 'pmhash' AND record_type = 'PRUNE'
 		  AND description LIKE '%/' || pg_relation_filenode('$ix') || ' id %'});
@@ -99,12 +101,10 @@ sub agree
 my $start = wal_now();
 update_key($node, 't', 7, 3000, $index_scan);
 update_key($node, 'u', 7, 3000, $SEQ_SCAN);
-my ($n, $nohorizon) = prunes($start, 't_k');
+my ($n) = prunes($start, 't_k');
 cmp_ok($n, '>=', 1, "plain index: $n PRUNE records");
-is($nohorizon, 0, 'plain index: each with a conflict horizon');
-($n, $nohorizon) = prunes($start, 'u_k');
+($n) = prunes($start, 'u_k');
 cmp_ok($n, '>=', 1, "unique index: $n PRUNE records");
-is($nohorizon, 0, 'unique index: each with a conflict horizon');
 for my $ix ('t_k', 'u_k')
 {
 	my $e = entries($ix);
@@ -118,47 +118,123 @@ like($stderr, qr/duplicate key value violates unique constraint "u_k"/,
 	'a duplicate of the live row is refused');
 
 # 2. ------------------------------------------------------------------
+# 200 keys fill an eighth of one segment; 700 hinted versions of key 9
+# later make an insert that finds the segment full prune
+$node->safe_psql('postgres', q{
+	CREATE TABLE p (k int4, v int4);
+	INSERT INTO p SELECT g, 0 FROM generate_series(1, 200) g;
+	CREATE INDEX p_k ON p USING pmhash (k);
+	CREATE INDEX p_v ON p (v);
+	ANALYZE p;
+});
+update_key($node, 'p', 9, 700, $index_scan);
 my $bg = $node->background_psql('postgres', on_error_stop => 1);
 is($bg->query_safe(
-	"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT v FROM t WHERE k = 9"),
-	'0', 'an old snapshot reads its row');
-update_key($node, 't', 9, 2000, $index_scan);
-is($bg->query_safe('SELECT v FROM t WHERE k = 9'), '0',
-	'after 2000 updates the old snapshot still finds its row through the index');
-is($bg->query_safe('SELECT count(*) FROM t WHERE k = 9 AND v = 0'), '1',
+	"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT v FROM p WHERE k = 9"),
+	'700', 'an old snapshot reads its row');
+$start = wal_now();
+update_key($node, 'p', 9, 1000, $index_scan);
+($n) = prunes($start, 'p_k');
+cmp_ok($n, '>=', 1, "$n PRUNE records while the snapshot is open");
+is($bg->query_safe('SELECT v FROM p WHERE k = 9'), '700',
+	'the old snapshot still finds its row through the index');
+is($bg->query_safe('SELECT count(*) FROM p WHERE k = 9 AND v = 700'), '1',
 	'and finds it once');
 $bg->query_safe('COMMIT');
 $bg->quit;
-update_key($node, 't', 9, 1000, $index_scan);
-agree($node, 'after the old snapshot', 't');
+update_key($node, 'p', 9, 100, $index_scan);
+plans_agree($node, 'after the old snapshot, p', table => 'p', lo => 1,
+	hi => 200, min_keys => 200);
 
 # 3. ------------------------------------------------------------------
 $node->wait_for_catchup($standby, 'replay');
 agree($standby, 'standby', $_) for ('t', 'u');
-my $sb = $standby->background_psql('postgres', on_error_stop => 0);
-my $before = $sb->query_safe(
-	"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT v FROM t WHERE k = 11");
-is($before, '0', 'a standby snapshot reads its row');
-$start = wal_now();
-update_key($node, 't', 11, 3000, $index_scan);
-($n) = prunes($start, 't_k');
-cmp_ok($n, '>=', 1, "$n PRUNE records under the standby's old snapshot");
-$node->wait_for_catchup($standby, 'replay');
-my $after = eval { $sb->query('SELECT v FROM t WHERE k = 11') };
-my $err = $@ // '';
-$err .= $sb->{stderr} // '' if ref($sb) && exists $sb->{stderr};
-if (defined $after && $after ne '' && $after !~ /ERROR|FATAL/)
+
+# A table of 2000 rows of key 11 on pages that keep a third of their space
+# free, so that neither an update (new versions on the same page) nor a
+# read prunes a page; $prepare runs after the rows are updated once.
+# Then index scans hint the old versions, and inserts of key 11 fill the
+# segment until one prunes.  Returns the xid of the update, the WAL
+# position before the scans, and how many PRUNE records followed.
+sub old_versions_pruned
 {
-	is($after, '0', 'the standby\'s old snapshot still finds its row');
+	my ($table, $prepare) = @_;
+	$node->safe_psql('postgres', qq{
+		CREATE TABLE $table (k int4, v int4);
+		INSERT INTO $table SELECT CASE WHEN g % 3 = 0 THEN 11 ELSE 12 END, g
+		  FROM generate_series(1, 6000) g;
+		CREATE INDEX ${table}_k ON $table USING pmhash (k);
+		CREATE INDEX ${table}_v ON $table (v);
+		DELETE FROM $table WHERE k = 12;
+		VACUUM $table;
+		ANALYZE $table;
+	});
+	$node->wait_for_catchup($standby, 'replay');
+	$prepare->(0);
+	my $deleter = $node->safe_psql('postgres', qq{
+		BEGIN; $index_scan UPDATE $table SET v = v + 100000 WHERE k = 11;
+		SELECT txid_current(); COMMIT;});
+	$prepare->(1);
+	# transactions in between: a horizon of "now" would be newer (they
+	# write, so their commits flush the WAL: the clog's commit LSNs, kept
+	# per group of transactions, then let the scans set hint bits)
+	$node->safe_psql('postgres', 'CREATE TABLE IF NOT EXISTS side (x int4)');
+	$node->safe_psql('postgres', 'INSERT INTO side VALUES (1)') for 1 .. 10;
+	my $from = wal_now();
+	$node->safe_psql('postgres', "$index_scan SELECT count(*) FROM $table WHERE k = 11")
+	  for 1 .. 2;
+	my $got = 0;
+	for my $i (1 .. 40)
+	{
+		my $lo = 500000 + $i * 50;
+		$node->safe_psql('postgres',
+			"INSERT INTO $table SELECT 11, g FROM generate_series($lo, $lo + 49) g");
+		($got) = prunes($from, "${table}_k");
+		last if $got > 0;
+	}
+	return ($deleter, $from, $got);
+}
+
+# records since $from that could cancel a standby query besides pmhash's
+sub other_conflicts
+{
+	my ($from) = @_;
+	return $node->safe_psql('postgres', qq{
+		SELECT count(*) FROM pg_get_wal_records_info('$from', pg_current_wal_flush_lsn())
+		WHERE (resource_manager = 'Heap2' AND record_type IN ('PRUNE', 'VACUUM', 'FREEZE_PAGE')
+				AND description !~ 'latestRemovedXid 0 ')
+		   OR (resource_manager IN ('Btree', 'Hash', 'Gist', 'SPGist') AND record_type ~ 'DELETE|VACUUM')});
+}
+
+# a standby snapshot older than the update
+my $sb = $standby->background_psql('postgres', on_error_stop => 0);
+my ($deleter, $from, $got) = old_versions_pruned('h1', sub {
+	my ($updated) = @_;
+	return if $updated;
+	is($sb->query_safe(
+		"BEGIN ISOLATION LEVEL REPEATABLE READ; $index_scan SELECT count(*) FROM h1 WHERE k = 11 AND v < 100000"),
+		'2000', 'a standby snapshot sees the 2000 rows');
+});
+cmp_ok($got, '>=', 1, "$got PRUNE records of the old versions");
+is(other_conflicts($from), '0', 'no heap or index record conflicts in the window');
+my (undef, $horizon) = prunes($from, 'h1_k');
+is($horizon, $deleter,
+	"the conflict horizon is the rows' deleter ($deleter), as btree's would be");
+$node->wait_for_catchup($standby, 'replay');
+my $after = eval { $sb->query('SELECT count(*) FROM h1 WHERE k = 11 AND v < 100000') };
+my $sberr = $@ || ($sb->{stderr} // '');
+if ($sberr ne '')
+{
+	like($sberr, qr/conflict with recovery|terminating connection|connection to server was lost|process ended prematurely/,
+		'the standby\'s older snapshot was cancelled');
 }
 else
 {
-	ok(1, 'the standby\'s old snapshot ended in a recovery conflict');
+	is($after, '2000', 'the standby\'s older snapshot still counts every old row');
 }
 eval { $sb->quit; };
 agree($standby, 'standby after the conflict', 't');
-is($standby->safe_psql('postgres', "$index_scan SELECT v FROM t WHERE k = 11"), '3000',
-	'the standby finds the live row');
+
 
 # 4. ------------------------------------------------------------------
 update_key($node, 't', 13, 2000, $index_scan);
