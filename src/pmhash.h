@@ -977,7 +977,7 @@ extern void pmhash_log_write(PmhashIndex *idx, const PmhEntry *entries, int n,
 							 uint32 *line, int *first);
 extern void pmhash_log_place_written(PmhashIndex *idx,
 									 const PmhEntry *entries, int n,
-									 uint32 line, int first);
+									 uint32 line, int first, int *placed);
 extern void pmhash_log_recover_slot(PmhashIndex *idx, uint32 logslot);
 extern void pmhash_log_release(PmhashIndex *idx, const uint32 *slots, int n);
 extern void pmhash_log_vacuum_begin(PmhashIndex *idx);

@@ -648,11 +648,12 @@ pmhash_log_write(PmhashIndex *idx, const PmhEntry *entries, int n,
 
 /*
  * Make entries that pmhash_log_write wrote visible in their D-buckets.  On
- * error the slots of those not placed are released.
+ * error the slots of those not placed are released, and *placed (if not
+ * NULL) says how many were, in order: the caller keeps the others.
  */
 void
 pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
-						 uint32 line, int first)
+						 uint32 line, int first, int *placed_out)
 {
 	PmhWriter	w;
 	uint64		generation = idx->shared->generation;
@@ -676,6 +677,9 @@ pmhash_log_place_written(PmhashIndex *idx, const PmhEntry *entries, int n,
 		uint32		placed = ((volatile PmhWriter *) &w)->placed;
 		uint32		slots[PMH_BUCKET_SLOTS];
 		uint32		k;
+
+		if (placed_out != NULL)
+			*placed_out = (int) placed;
 
 		for (k = placed; k < (uint32) n; k++)
 			slots[k - placed] = line * PMH_BUCKET_SLOTS + (uint32) first + k;

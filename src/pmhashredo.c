@@ -232,7 +232,7 @@ pmhash_redo_insert_logged(PmhashIndex *idx, const uint64 *hashes,
 		if (k == 0)
 			continue;
 		pmhash_log_write(idx, entries, k, &line, &first);
-		pmhash_log_place_written(idx, entries, k, line, first);
+		pmhash_log_place_written(idx, entries, k, line, first, NULL);
 	}
 }
 

@@ -105,8 +105,13 @@ pmhash_log_wal(PmhashXactLog *xl)
 /*
  * Write a collecting log to the backup log (one persist, one fence), then
  * make its entries visible in the D-buckets (pmhashblog.c).  Once written
- * they are out of the collecting log: an error while placing them must not
- * have them written again.
+ * they are out of the collecting log.  An error while placing them puts
+ * those not placed back, to be flushed again: a savepoint may catch the
+ * error, and the rows of the transaction around it, which lives on, must
+ * be found (the subtransaction's abort drops its own entries from the log
+ * as usual).  Their first copies in the backup log were released; a crash
+ * would bring them back as the same (hash, TID), which placing twice
+ * stores once.
  */
 static void
 pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
@@ -116,6 +121,9 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 	int			first;
 	int			n = xl->n;
 	int			i;
+	int			wal_end = -1;	/* xl->nwal after this flush's entries, if
+								 * they wait for the WAL there */
+	volatile int placed = 0;
 
 	if (n == 0)
 		return;
@@ -135,6 +143,8 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 		pmhash_xact_unlogged += n;
 		if (pmhash_xact_upserts)
 			pmhash_log_wal(xl);
+		else
+			wal_end = xl->nwal;
 	}
 	for (i = 0; i < n; i++)
 	{
@@ -146,7 +156,27 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 	pmhash_log_write(idx, entries, n, &line, &first);
 	pmhash_xact_unflushed -= n;
 	xl->n = 0;
-	pmhash_log_place_written(idx, entries, n, line, first);
+	PG_TRY();
+	{
+		pmhash_log_place_written(idx, entries, n, line, first,
+								 unvolatize(int *, &placed));
+	}
+	PG_CATCH();
+	{
+		int			left = n - placed;
+
+		memmove(&xl->e[0], &xl->e[placed], sizeof(PmhashXactEntry) * left);
+		xl->n = left;
+		pmhash_xact_unflushed += left;
+		/* the next flush lists them for the WAL again */
+		if (wal_end >= 0 && xl->nwal == wal_end)
+		{
+			xl->nwal -= left;
+			pmhash_xact_unlogged -= left;
+		}
+		PG_RE_THROW();
+	}
+	PG_END_TRY();
 }
 
 /* the collecting log of an index storage, created on first use */
@@ -212,6 +242,9 @@ pmhash_log_append(PmhashIndex *idx, uint64 hash, ItemPointer tid,
 	PmhashXactLog *xl = pmhash_xact_log(&idx->shared->key,
 										RelationGetRelid(idx->rel), true);
 
+	/* (a failed flush can leave the log full: see pmhash_log_flush) */
+	if (xl->n == PMH_BUCKET_SLOTS)
+		pmhash_log_flush(idx, xl);
 	pmhash_xact_log_add(xl, hash, tid);
 	if (flush_now || xl->n >= pmhash_log_room(idx->shared, idx->local))
 		pmhash_log_flush(idx, xl);

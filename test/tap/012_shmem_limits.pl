@@ -142,6 +142,55 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
 	'0', 'pmhash_check finds the index consistent');
 is(count_index($s[0], 7), '1', 'other indexes keep working');
 
+# 2b. an error while placing a flushed batch, caught by a savepoint: the
+# batch also held rows of the transaction around the savepoint, which
+# lives on.  Rows of one key fill its segment chain until an insert fails
+# (an overflow segment needs memory); then a transaction inserts 12 rows
+# of the key, and a PL/pgSQL block inserts more and catches the error of
+# the flush that carries both.  The outer rows' entries must not be lost:
+# COMMIT either fails (they go to the pool again, which still has no room)
+# or leaves every committed row found through the index.
+my $filled = 0;
+for my $b (1 .. 40)
+{
+	($ret, $out, $err) = $node->psql('postgres',
+		'INSERT INTO big SELECT -5 FROM generate_series(1, 500)');
+	last if $ret != 0;
+	$filled = $b;
+}
+like($err, qr/ERROR:  out of pmhash shared memory/,
+	"rows of one key fill its chain ($filled batches of 500 fit)");
+($ret, $out, $err) = $node->psql('postgres', q{
+	BEGIN;
+	INSERT INTO big SELECT -5 FROM generate_series(1, 12);
+	DO $$
+	BEGIN
+		BEGIN
+			INSERT INTO big SELECT -5 FROM generate_series(1, 100);
+		EXCEPTION WHEN insufficient_resources OR out_of_memory THEN
+			RAISE NOTICE 'caught: %', SQLERRM;
+		END;
+	END $$;
+	COMMIT;});
+like($err, qr/NOTICE:  caught: out of pmhash shared memory/,
+	'the block caught the error of placing the batch');
+my $neg = $node->safe_psql('postgres', q{
+	SET enable_indexscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM big WHERE k = -5});
+is(count_index('big', -5), $neg,
+	"every committed row of the key is found through the index ($neg rows, COMMIT: "
+	  . ($ret == 0 ? 'done' : 'failed') . ')');
+if ($ret != 0)
+{
+	like($err, qr/ERROR:  out of pmhash shared memory/,
+		'COMMIT failed with the clear error: the outer rows went to the pool again');
+}
+# (big_all_found looks at keys from 1 on)
+$node->safe_psql('postgres', 'DELETE FROM big WHERE k = -5');
+is(big_all_found(), 't', 'every committed row is found through the index');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
+	'0', 'pmhash_check finds the index consistent');
+
 # freeing memory (dropping indexes) lets the insert through.  Small
 # indexes free small pieces, and the split needs a chunk of 41 kB (the
 # area is not compacted): drop all but the two used below.
