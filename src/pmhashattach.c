@@ -585,7 +585,17 @@ pmhash_attach_new(Relation index, uint64 pool_id, uint64 state_flags,
 	shared->indexoid = RelationGetRelid(index);
 	shared->pool_id = pool_id;
 
+	/*
+	 * A pool that redo makes is stale, as one loaded during recovery is
+	 * (pmhash_load): an upsert's entries reach the WAL before they are
+	 * placed, and if placing fails and its transaction aborts, this pool
+	 * holds entries the primary never had, which no record of the new
+	 * history deletes.
+	 */
+	if (RecoveryInProgress())
+		state_flags |= PMH_STATE_STALE;
 	pmhash_pool_create(index, pool_id, local, state_flags);
+	shared->stale = (state_flags & PMH_STATE_STALE) != 0;
 	pmhash_writeback_loaded(shared, &local->pool);
 	/* the build persists without taking the index lock again */
 	pmhash_writeback_setup(shared, local);

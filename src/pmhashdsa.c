@@ -325,7 +325,7 @@ pmhash_clear_shared(PmhashShared *shared)
 	shared->load_blocked = false;
 	shared->all_loaded = false;
 	shared->blocked_segno = 0;
-	/* set by the load from the pool's state; a new pool is never stale */
+	/* set by the load from the pool's state, or by pmhash_attach_new */
 	shared->stale = false;
 	pg_atomic_write_u64(&shared->unloaded, 0);
 }

@@ -14,26 +14,30 @@
  * of the chain's slots.  The deletion is VACUUM's (pmh_delete_chain, one
  * batch, one fence), and so is the order with the WAL: a PRUNE record
  * naming the TIDs reaches the disk before the pool changes.  It carries
- * the horizon a hot standby's queries conflict with, the newest
- * transaction id that deleted (or, aborted, inserted) a removed row, which
- * the heap gives (table_index_delete_tuples), as for btree's and hash's
- * deletions: the heap is read under the segment lock, as theirs is under
- * the page's, so only an inserter that has the table open and locked
- * prunes (PmhashIndex.heap).
+ * the horizon a hot standby's queries conflict with, the newest xmax of
+ * the removed rows' HOT chains, read from the heap as btree's and hash's
+ * deletions read it (here without the table AM's checks, which raise an
+ * error for a TID that names nothing): under the segment lock, as theirs
+ * under the page's, so only an inserter that has the table open and
+ * locked prunes where a standby needs the horizon (PmhashIndex.heap).
  *
  * Not in a stale pool: there an entry's TID may have been taken by a row
- * inserted after a crash (see "The TID-reuse hazard" in README.pmhash), and
- * only unique checks, which hold the hash's unique-check lock, hint there.
+ * inserted after a crash, or belong to a primary's aborted upsert that a
+ * standby kept (see "The TID-reuse hazard" in README.pmhash), and only
+ * unique checks, which hold the hash's unique-check lock, hint there.
  * See "Dead hints" in README.pmhash.
  *
  *-------------------------------------------------------------------------
  */
 #include "postgres.h"
 
+#include "access/heapam_xlog.h"
+#include "access/htup_details.h"
 #include "access/tableam.h"
 #include "access/transam.h"
 #include "access/xlog.h"
 #include "miscadmin.h"
+#include "storage/bufmgr.h"
 #include "utils/rel.h"
 
 #include "pmhash.h"
@@ -42,57 +46,85 @@
 /* hinted entries a prune needs, as a fraction of its chain's slots */
 #define PMHASH_PRUNE_FRACTION	8
 
-/* TIDs per call of table_index_delete_tuples */
-#define PMHASH_PRUNE_HORIZON_BATCH	4096
+/*
+ * Advance *horizon past the newest transaction that deleted a row of the
+ * HOT chain starting at offset off of a heap page (share-locked): the
+ * walk heap_index_delete_tuples makes for btree's and hash's deletions
+ * (HeapTupleHeaderAdvanceLatestRemovedXid).  A slot that is unused, dead
+ * or past the page's end adds nothing: heap pruning that made it so had
+ * its own record, and a TID that names nothing (an entry a standby kept
+ * of a primary's aborted upsert, after promotion) is garbage to remove,
+ * not an error.
+ */
+static void
+pmhash_prune_chain_horizon(Page page, BlockNumber blkno, OffsetNumber off,
+						   TransactionId *horizon)
+{
+	OffsetNumber maxoff = PageGetMaxOffsetNumber(page);
+	TransactionId prior_xmax = InvalidTransactionId;
+	int			steps;
+
+	for (steps = 0; steps <= maxoff; steps++)
+	{
+		ItemId		lp;
+		HeapTupleHeader htup;
+
+		if (off < FirstOffsetNumber || off > maxoff)
+			return;
+		lp = PageGetItemId(page, off);
+		if (ItemIdIsRedirected(lp))
+		{
+			off = ItemIdGetRedirect(lp);
+			continue;
+		}
+		if (!ItemIdIsNormal(lp))
+			return;
+		htup = (HeapTupleHeader) PageGetItem(page, lp);
+		if (TransactionIdIsValid(prior_xmax) &&
+			!TransactionIdEquals(HeapTupleHeaderGetXmin(htup), prior_xmax))
+			return;
+		HeapTupleHeaderAdvanceLatestRemovedXid(htup, horizon);
+		if (!HeapTupleHeaderIsHotUpdated(htup) ||
+			ItemPointerGetBlockNumber(&htup->t_ctid) != blkno)
+			return;
+		off = ItemPointerGetOffsetNumber(&htup->t_ctid);
+		prior_xmax = HeapTupleHeaderGetUpdateXid(htup);
+	}
+}
 
 /*
- * The conflict horizon of removing the entries of these heap TIDs, whose
- * rows are dead to every snapshot (the heap walks each HOT chain for the
- * newest xmax, as for btree's and hash's deletion of dead items)
+ * The conflict horizon of removing the entries of these heap TIDs (sorted),
+ * whose rows are dead to every snapshot: the newest xmax of their HOT
+ * chains, read a heap page at a time.  Blocks past the heap's end add
+ * nothing.
  */
 static TransactionId
-pmhash_prune_horizon(Relation index, Relation heap,
-					 const ItemPointerData *tids, int n)
+pmhash_prune_horizon(Relation heap, const ItemPointerData *tids, int n)
 {
-	TM_IndexDeleteOp delstate;
 	TransactionId horizon = InvalidTransactionId;
-	int			i;
+	BlockNumber nblocks = RelationGetNumberOfBlocks(heap);
+	int			i = 0;
 
-	/* (TM_IndexDelete.id is 16 bits) */
-	if (n > PMHASH_PRUNE_HORIZON_BATCH)
+	while (i < n)
 	{
-		int			done;
+		BlockNumber blkno = ItemPointerGetBlockNumber(&tids[i]);
+		Buffer		buf;
+		Page		page;
 
-		for (done = 0; done < n; done += PMHASH_PRUNE_HORIZON_BATCH)
+		if (blkno >= nblocks)
 		{
-			TransactionId h = pmhash_prune_horizon(index, heap, tids + done,
-												   Min(n - done, PMHASH_PRUNE_HORIZON_BATCH));
-
-			if (!TransactionIdIsValid(horizon) ||
-				(TransactionIdIsValid(h) && TransactionIdFollows(h, horizon)))
-				horizon = h;
+			i++;
+			continue;
 		}
-		return horizon;
+		buf = ReadBuffer(heap, blkno);
+		LockBuffer(buf, BUFFER_LOCK_SHARE);
+		page = BufferGetPage(buf);
+		for (; i < n && ItemPointerGetBlockNumber(&tids[i]) == blkno; i++)
+			pmhash_prune_chain_horizon(page, blkno,
+									   ItemPointerGetOffsetNumber(&tids[i]),
+									   &horizon);
+		UnlockReleaseBuffer(buf);
 	}
-	delstate.irel = index;
-	delstate.iblknum = InvalidBlockNumber;
-	delstate.bottomup = false;
-	delstate.bottomupfreespace = 0;
-	delstate.ndeltids = n;
-	delstate.deltids = palloc(sizeof(TM_IndexDelete) * n);
-	delstate.status = palloc(sizeof(TM_IndexStatus) * n);
-	for (i = 0; i < n; i++)
-	{
-		delstate.deltids[i].tid = tids[i];
-		delstate.deltids[i].id = (int16) i;
-		delstate.status[i].idxoffnum = InvalidOffsetNumber;
-		delstate.status[i].knowndeletable = true;
-		delstate.status[i].promising = false;
-		delstate.status[i].freespace = 0;
-	}
-	horizon = table_index_delete_tuples(heap, &delstate);
-	pfree(delstate.deltids);
-	pfree(delstate.status);
 	return horizon;
 }
 
@@ -116,10 +148,10 @@ pmhash_chain_live(PmhashIndex *idx, uint32 segno)
  * the segment's lock held exclusively (or the index lock) when relocating
  * into it found no room.  True if it freed a D-bucket's worth of slots at
  * least (the write path then relocates again).  Nothing is done in a stale
- * pool, in recovery, without the table at hand when a standby needs the
- * conflict horizon, for another table access method than heap (whose
- * deletion of index entries may need something else), or when memory for
- * the TIDs is short: a prune is never needed, only useful.
+ * pool, in recovery, when a standby needs the conflict horizon and the
+ * table is not at hand or not a heap (whose pages the horizon is read
+ * from), or when memory for the TIDs is short: a prune is never needed,
+ * only useful.
  */
 bool
 pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
@@ -204,7 +236,7 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
 		int			n = pmhash_sort_tids(tids, ntids);
 		TransactionId horizon = XLogStandbyInfoActive() ?
-			pmhash_prune_horizon(idx->rel, idx->heap, tids, n) :
+			pmhash_prune_horizon(idx->heap, tids, n) :
 			InvalidTransactionId;
 
 		/*

@@ -127,6 +127,15 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 
 	if (n == 0)
 		return;
+	for (i = 0; i < n; i++)
+	{
+		entries[i].hash = xl->e[i].hash;
+		entries[i].tag = pmh_tag_make(xl->e[i].hash,
+									  ItemPointerGetBlockNumber(&xl->e[i].tid),
+									  ItemPointerGetOffsetNumber(&xl->e[i].tid));
+	}
+	pmhash_log_write(idx, entries, n, &line, &first);
+	/* (listed only once written: a failed write leaves them in the log) */
 	if (pmhash_xlog_wanted(idx->rel))
 	{
 		/* a standby needs the entries before the commit record too */
@@ -146,14 +155,6 @@ pmhash_log_flush(PmhashIndex *idx, PmhashXactLog *xl)
 		else
 			wal_end = xl->nwal;
 	}
-	for (i = 0; i < n; i++)
-	{
-		entries[i].hash = xl->e[i].hash;
-		entries[i].tag = pmh_tag_make(xl->e[i].hash,
-									  ItemPointerGetBlockNumber(&xl->e[i].tid),
-									  ItemPointerGetOffsetNumber(&xl->e[i].tid));
-	}
-	pmhash_log_write(idx, entries, n, &line, &first);
 	pmhash_xact_unflushed -= n;
 	xl->n = 0;
 	PG_TRY();
