@@ -18,18 +18,11 @@ use warnings;
 use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
+use PmhashShmem;
 
 my $node = PostgreSQL::Test::Cluster->new('shmem');
 $node->init;
-# first uses are what this test is about: no background loading
-$node->append_conf('postgresql.conf', qq{
-shared_preload_libraries = 'pmhash'
-pmhash.prewarm = off
-pmhash.shared_memory = 1MB
-pmhash.max_shared_memory = 0
-pmhash.max_indexes = 200
-autovacuum = off
-});
+$node->append_conf('postgresql.conf', small_shmem_conf());
 $node->start;
 
 my $pool_dir = $node->data_dir . '/pmhash';
@@ -71,30 +64,8 @@ sub big_all_found
 		JOIN big ON big.k = g});
 }
 
-# create small indexed tables <prefix>1, <prefix>2, ... until CREATE INDEX
-# fails (each in one transaction); returns how many were made and the
-# psql result of the last attempt
-sub create_until_full
-{
-	my ($prefix) = @_;
-	my ($ret, $out, $err);
-	my $made = 0;
-	for my $i (1 .. 150)
-	{
-		($ret, $out, $err) = $node->psql('postgres', qq{
-			BEGIN;
-			CREATE TABLE $prefix$i (k int4);
-			INSERT INTO $prefix$i SELECT generate_series(1, 100);
-			CREATE INDEX $prefix${i}_k ON $prefix$i USING pmhash (k);
-			COMMIT;});
-		last if $ret != 0;
-		$made = $i;
-	}
-	return ($made, $ret, $out, $err);
-}
-
 # 1. CREATE INDEX until the shared memory is used up
-my ($small, $ret, $out, $err) = create_until_full('s');
+my ($small, $ret, $out, $err) = create_until_full($node, 's');
 isnt($ret, 0, "CREATE INDEX fails once the shared memory is used up ($small fit)");
 like($err, qr/ERROR:  out of pmhash shared memory/, 'the error says what ran out');
 like($err, qr/HINT:  Increase pmhash.max_shared_memory/, 'and how to get more');
@@ -209,7 +180,7 @@ is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
 # one fails with the error, and works once memory is freed again
 $node->restart;
 my $made;
-($made, $ret, $out, $err) = create_until_full('n');
+($made, $ret, $out, $err) = create_until_full($node, 'n');
 isnt($ret, 0, "new indexes use up the memory ($made made)");
 ($ret, $out, $err) = $node->psql('postgres', q{
 	SET enable_seqscan = off; SET enable_bitmapscan = off;

@@ -25,17 +25,11 @@ use PostgreSQL::Test::Cluster;
 use PostgreSQL::Test::Utils;
 use Test::More;
 use PmhashHints;
+use PmhashShmem;
 
 my $p = PostgreSQL::Test::Cluster->new('pp');
 $p->init(allows_streaming => 1);
-$p->append_conf('postgresql.conf', q{
-shared_preload_libraries = 'pmhash'
-pmhash.prewarm = off
-pmhash.shared_memory = 1MB
-pmhash.max_shared_memory = 0
-pmhash.max_indexes = 200
-autovacuum = off
-});
+$p->append_conf('postgresql.conf', small_shmem_conf());
 $p->start;
 $p->safe_psql('postgres', 'CREATE EXTENSION pmhash; CREATE EXTENSION pg_walinspect;');
 $p->backup('b');
@@ -55,17 +49,7 @@ $p->safe_psql('postgres', q{
 	CREATE INDEX x_k ON x USING pmhash (k);
 	INSERT INTO x SELECT -5 FROM generate_series(1, 500);
 });
-my ($ret, $out, $err);
-for my $i (1 .. 150)
-{
-	($ret, $out, $err) = $p->psql('postgres', qq{
-		BEGIN;
-		CREATE TABLE s$i (k int4);
-		INSERT INTO s$i SELECT generate_series(1, 100);
-		CREATE INDEX s${i}_k ON s$i USING pmhash (k);
-		COMMIT;});
-	last if $ret != 0;
-}
+my (undef, $ret, $out, $err) = create_until_full($p, 's');
 my $filled = 0;
 for my $b (1 .. 60)
 {
