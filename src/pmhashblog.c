@@ -295,6 +295,7 @@ pmhash_wp_entries_added(void *arg, int64 n)
 		pg_atomic_fetch_sub_u64(&shared->entries, (uint64) -n);
 }
 
+/* no room in segno's chain: first delete its entries hinted dead */
 static bool
 pmhash_wp_prune(void *arg, uint32 segno)
 {
