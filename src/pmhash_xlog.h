@@ -97,6 +97,8 @@ typedef struct xl_pmhash_prune
 } xl_pmhash_prune;
 
 #define SizeOfPmhashPrune		(offsetof(xl_pmhash_prune, snapshotConflictHorizon) + sizeof(TransactionId))
+StaticAssertDecl(offsetof(xl_pmhash_prune, del) == 0,
+				 "redo and rm_desc read a PRUNE record as a DELETE's first");
 
 /* COPY: the pool of storage "from" copied for storage "to" */
 typedef struct xl_pmhash_copy

@@ -333,8 +333,7 @@ static void
 pmhash_redo_delete(XLogReaderState *record, bool prune)
 {
 	char	   *rec = XLogRecGetData(record);
-	xl_pmhash_delete *xld = prune ? &((xl_pmhash_prune *) rec)->del :
-		(xl_pmhash_delete *) rec;
+	xl_pmhash_delete *xld = (xl_pmhash_delete *) rec;	/* (PRUNE's begins so) */
 	const char *p = rec + (prune ? SizeOfPmhashPrune : SizeOfPmhashDelete);
 	PmhashTidSet dead;
 	PmhashKey	key;

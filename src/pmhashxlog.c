@@ -331,10 +331,9 @@ pmhash_desc(StringInfo buf, XLogReaderState *record)
 		case XLOG_PMHASH_DELETE:
 		case XLOG_PMHASH_PRUNE:
 			{
+				/* (a PRUNE record begins with a DELETE's) */
 				xl_pmhash_delete *xld = (xl_pmhash_delete *) rec;
 
-				if (info == XLOG_PMHASH_PRUNE)
-					xld = &((xl_pmhash_prune *) rec)->del;
 				pmhash_desc_pool(buf, &xld->pool);
 				appendStringInfo(buf, ", %u tids, hashes %016llx..%016llx",
 								 xld->ntids, (unsigned long long) xld->lo,
