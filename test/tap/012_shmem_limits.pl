@@ -162,11 +162,52 @@ is(big_all_found(), 't', 'every committed row is found through the index');
 is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
 	'0', 'pmhash_check finds the index consistent');
 
-# freeing memory (dropping indexes) lets the insert through.  Small
-# indexes free small pieces, and the split needs a chunk of 41 kB (the
-# area is not compacted): drop all but the two used below.
+# 2c. the same, but memory comes back before COMMIT: the outer rows that
+# went back into the collecting log must reach the index at COMMIT, each
+# once.  The outer rows come from INSERT ... ON CONFLICT, whose entries go
+# to the WAL at every flush (upsert mode), and from a plain INSERT after
+# the block.  Freeing memory means dropping indexes: small indexes free
+# small pieces, and an overflow segment or a split needs a chunk of 41 kB
+# (the area is not compacted), so all but the two used below go.
+($ret, $out, $err) = $node->psql('postgres',
+	'INSERT INTO big SELECT -5 FROM generate_series(1, 20)');
+like($err, qr/ERROR:  out of pmhash shared memory/,
+	'the chain of the key is still full');
+my $bg = $node->background_psql('postgres', on_error_stop => 0);
+$bg->query_safe(q{BEGIN});
+$bg->query_safe(q{
+	INSERT INTO big SELECT -5 FROM generate_series(1, 12) ON CONFLICT DO NOTHING});
+$bg->query(q{
+	DO $$
+	BEGIN
+		BEGIN
+			INSERT INTO big SELECT -5 FROM generate_series(1, 100);
+		EXCEPTION WHEN insufficient_resources OR out_of_memory THEN
+			RAISE NOTICE 'caught: %', SQLERRM;
+		END;
+	END $$});
+like($bg->{stderr}, qr/NOTICE:  caught: out of pmhash shared memory/,
+	'the block caught the error of placing the batch with the outer rows');
+$bg->{stderr} = '';
+$bg->query_safe(q{INSERT INTO big SELECT -5 FROM generate_series(1, 3)});
 $node->safe_psql('postgres',
 	'DROP TABLE ' . join(', ', @s[0 .. 2], @s[5 .. $#s]));
+$bg->query(q{COMMIT});
+is($bg->{stderr}, '', 'COMMIT places them once the memory is back');
+$bg->quit;
+is($node->safe_psql('postgres', q{
+	SET enable_indexscan = off; SET enable_bitmapscan = off;
+	SELECT count(*) FROM big WHERE k = -5}), '15',
+	'the 15 outer rows are committed');
+is(count_index('big', -5), '15', 'and found through the index, each once');
+is($node->safe_psql('postgres', q{
+	SET enable_seqscan = off; SET enable_indexscan = off;
+	SELECT count(*) FROM big WHERE k = -5}), '15', 'by a bitmap scan too');
+is($node->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('big_k')}),
+	'0', 'pmhash_check finds the index consistent');
+$node->safe_psql('postgres', 'DELETE FROM big WHERE k = -5');
+
+# freeing memory (2c dropped indexes) lets the insert through
 my $from = $rows + 1;
 my $to = $rows + 2000;
 ($ret, $out, $err) = $node->psql('postgres',
