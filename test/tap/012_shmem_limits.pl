@@ -131,9 +131,8 @@ for my $b (1 .. 40)
 }
 like($err, qr/ERROR:  out of pmhash shared memory/,
 	"rows of one key fill its chain ($filled batches of 500 fit)");
-($ret, $out, $err) = $node->psql('postgres', q{
-	BEGIN;
-	INSERT INTO big SELECT -5 FROM generate_series(1, 12);
+# a block that inserts rows of the key and catches the error of placing them
+my $catch_block = q{
 	DO $$
 	BEGIN
 		BEGIN
@@ -141,7 +140,11 @@ like($err, qr/ERROR:  out of pmhash shared memory/,
 		EXCEPTION WHEN insufficient_resources OR out_of_memory THEN
 			RAISE NOTICE 'caught: %', SQLERRM;
 		END;
-	END $$;
+	END $$};
+($ret, $out, $err) = $node->psql('postgres', qq{
+	BEGIN;
+	INSERT INTO big SELECT -5 FROM generate_series(1, 12);
+	$catch_block;
 	COMMIT;});
 like($err, qr/NOTICE:  caught: out of pmhash shared memory/,
 	'the block caught the error of placing the batch');
@@ -177,15 +180,7 @@ my $bg = $node->background_psql('postgres', on_error_stop => 0);
 $bg->query_safe(q{BEGIN});
 $bg->query_safe(q{
 	INSERT INTO big SELECT -5 FROM generate_series(1, 12) ON CONFLICT DO NOTHING});
-$bg->query(q{
-	DO $$
-	BEGIN
-		BEGIN
-			INSERT INTO big SELECT -5 FROM generate_series(1, 100);
-		EXCEPTION WHEN insufficient_resources OR out_of_memory THEN
-			RAISE NOTICE 'caught: %', SQLERRM;
-		END;
-	END $$});
+$bg->query($catch_block);
 like($bg->{stderr}, qr/NOTICE:  caught: out of pmhash shared memory/,
 	'the block caught the error of placing the batch with the outer rows');
 $bg->{stderr} = '';
