@@ -7,7 +7,10 @@
 #      "postgres" and the results are copied back)
 #   2. a throwaway cluster (pmh_cluster_start), pools in the chosen mode
 #   3. data: $ROWS rows (k int8 = 1..ROWS in random order, md5 payload),
-#      one table per access method with its index, VACUUM ANALYZE
+#      one table per access method with its index, VACUUM ANALYZE; and
+#      the same rows in key order without an index (t_tid), whose lookups
+#      go by ctid (select_tid.sql): what a select-only transaction costs
+#      without any index, the bound of every index's rate
 #   4. pgbench test/bench/pgbench/select_only.sql (one lookup of a present
 #      key) at each of $CLIENTS clients, $PGB_TIME seconds a run, -M
 #      prepared, the tables taking turns (renamed to "pgb") for
@@ -17,7 +20,8 @@
 #      those waiting on any LWLock, and those waiting on one of pmhash's
 #      (wait events pmhash_*); for pmhash also the lookups its scans made
 #      and how many took the index lock (pmhash_stats), over the run
-#   5. report: read.md (TPS, ratios, waits; issue 33's targets: 2 clients
+#   5. report: read.md (TPS, ratios, waits, the rate without an index
+#      and its ratio to hash's; issue 33's targets: 2 clients
 #      >= 1.3 x hash's TPS, no pmhash lock waits with 8 clients) and
 #      read.tsv in test/bench/results/<date>/ (or $PMHASH_BENCH_OUT)
 #
@@ -44,7 +48,7 @@ PGB_TIME=${PMHASH_BENCH_PGBENCH_TIME:-10}
 PGB_ROUNDS=${PMHASH_BENCH_PGBENCH_ROUNDS:-3}
 CLIENTS=${PMHASH_BENCH_CLIENTS:-1 2 8}
 MODE=${PMHASH_BENCH_MODE:-file}
-AMS=(pmhash hash btree)
+AMS=(pmhash hash btree tid)
 
 bench_cluster pmhread "$MODE" "shared_buffers = '1GB'
 max_connections = 40
@@ -70,8 +74,9 @@ CREATE TABLE t_btree AS TABLE src;
 CREATE INDEX t_pmhash_k ON t_pmhash USING pmhash (k);
 CREATE INDEX t_hash_k ON t_hash USING hash (k);
 CREATE INDEX t_btree_k ON t_btree USING btree (k);
+CREATE TABLE t_tid AS SELECT * FROM src ORDER BY k;
 DROP TABLE src;
-VACUUM ANALYZE t_pmhash, t_hash, t_btree;
+VACUUM ANALYZE t_pmhash, t_hash, t_btree, t_tid;
 CHECKPOINT;
 -- what the pgbench backends wait for, every 10 ms, committed between
 -- samples (pg_stat_activity is a snapshot per transaction)
@@ -98,6 +103,13 @@ BEGIN
   END LOOP;
 END $$;
 EOF
+
+# rows per page of t_tid: every row is as wide, so each page but the last
+# holds as many, and key k is at ((k - 1) / per, (k - 1) % per + 1)
+PER=$(sql -A -t -c "SELECT count(*) FROM t_tid WHERE ctid < '(1,0)'::tid")
+MISPLACED=$(sql -A -t -c "SELECT count(*) FROM t_tid
+	WHERE ctid <> format('(%s,%s)', (k - 1) / $PER, (k - 1) % $PER + 1)::tid")
+[ "$MISPLACED" = 0 ] || pmh_die "t_tid: $MISPLACED rows are not where select_tid.sql looks ($PER per page)"
 
 PGBENCH=("$PMH_CL_BINDIR/pgbench" -h "$PMH_CL_DIR" -p "$PMH_CL_PORT" -U postgres -n -M prepared -T "$PGB_TIME")
 PM=$(head -n 1 "$PMH_CL_DATA/postmaster.pid")
@@ -127,7 +139,9 @@ for c in $CLIENTS; do
 			samples=$(mktemp)
 			sql -A -F ' ' -t -c "CALL read_sample($PGB_TIME - 0.5)" >"$samples" 2>&1 &
 			sampler=$!
-			out=$("${PIN[@]}" "${PGBENCH[@]}" -c "$c" -j "$c" -D rows="$ROWS" -f "$HERE/pgbench/select_only.sql" bench 2>&1)
+			script=(-D rows="$ROWS" -f "$HERE/pgbench/select_only.sql")
+			[ "$am" != tid ] || script=(-D rows="$ROWS" -D per="$PER" -f "$HERE/pgbench/select_tid.sql")
+			out=$("${PIN[@]}" "${PGBENCH[@]}" -c "$c" -j "$c" "${script[@]}" bench 2>&1)
 			rc=$?
 			wait "$sampler" || STATUS=1
 			after=$(pmhash_lookups)
@@ -184,12 +198,22 @@ val() { printf '%s' "${V["$1|$2"]:-}"; }
 		echo "| $c | $(val "select_c${c}_tps" pmhash) | $(val "select_c${c}_tps" hash) | $(val "select_c${c}_tps" btree) | $(bench_ratio "$(val "select_c${c}_tps" pmhash)" "$(val "select_c${c}_tps" hash)") | $(bench_ratio "$(val "select_c${c}_tps" pmhash)" "$(val "select_c${c}_tps" btree)") | $(val "select_c${c}_samples_active" pmhash) | $(val "select_c${c}_samples_lwlock" pmhash) / $(val "select_c${c}_samples_lwlock" hash) / $(val "select_c${c}_samples_lwlock" btree) | $(val "select_c${c}_samples_pmhash_lock" pmhash) | $(val "select_c${c}_lookups_locked" pmhash) of $(val "select_c${c}_lookups" pmhash) |"
 	done
 	echo
+	echo "Without any index: the same rows fetched by ctid (a Tid Scan of t_tid, select_tid.sql, in the same rounds), the heap fetch that every index's lookup ends with. An index that cost nothing would reach this rate, so \"no index / hash\" bounds the ratio any index can reach against hash."
+	echo
+	echo "| clients | no index tps | no index / hash | pmhash / hash | btree / hash |"
+	echo "| --- | --- | --- | --- | --- |"
+	for c in $CLIENTS; do
+		H=$(val "select_c${c}_tps" hash)
+		echo "| $c | $(val "select_c${c}_tps" tid) | $(bench_ratio "$(val "select_c${c}_tps" tid)" "$H") | $(bench_ratio "$(val "select_c${c}_tps" pmhash)" "$H") | $(bench_ratio "$(val "select_c${c}_tps" btree)" "$H") |"
+	done
+	echo
 	echo "| target (issue 33) | wanted | measured | |"
 	echo "| --- | --- | --- | --- |"
 	for c in $CLIENTS; do
 		[ "$c" = 2 ] || continue
 		R=$(bench_ratio "$(val select_c2_tps pmhash)" "$(val select_c2_tps hash)")
 		echo "| select-only, 2 clients, vs hash | >= 1.3 | $R | $(bench_verdict "$R" '>=' 1.3) |"
+		echo "| (the bound: no index, 2 clients, vs hash) | | $(bench_ratio "$(val select_c2_tps tid)" "$(val select_c2_tps hash)") | |"
 	done
 	for c in $CLIENTS; do
 		[ "$c" = 8 ] || continue
