@@ -131,16 +131,7 @@ for my $b (1 .. 40)
 }
 like($err, qr/ERROR:  out of pmhash shared memory/,
 	"rows of one key fill its chain ($filled batches of 500 fit)");
-# a block that inserts rows of the key and catches the error of placing them
-my $catch_block = q{
-	DO $$
-	BEGIN
-		BEGIN
-			INSERT INTO big SELECT -5 FROM generate_series(1, 100);
-		EXCEPTION WHEN insufficient_resources OR out_of_memory THEN
-			RAISE NOTICE 'caught: %', SQLERRM;
-		END;
-	END $$};
+my $catch_block = caught_insert_block('big', -5);
 ($ret, $out, $err) = $node->psql('postgres', qq{
 	BEGIN;
 	INSERT INTO big SELECT -5 FROM generate_series(1, 12);

@@ -12,6 +12,9 @@
 # prune's TIDs) nor a wrong answer.  Found by a review, which got "index
 # corrupted" errors from every insert of the key on the promoted node.
 #   - the failed upsert leaves an INSERT record of its entries;
+#   - a transaction whose flush failed inside a block that caught the
+#     error commits once memory is freed: the standby, which got the outer
+#     rows' entries twice in the WAL, finds each row once;
 #   - on the promoted node: index scans of the key, then 30,000 inserts of
 #     it (enough to fill its chain many times), all succeed; the index
 #     finds what a sequential scan finds; pmhash_check is empty;
@@ -49,7 +52,7 @@ $p->safe_psql('postgres', q{
 	CREATE INDEX x_k ON x USING pmhash (k);
 	INSERT INTO x SELECT -5 FROM generate_series(1, 500);
 });
-my (undef, $ret, $out, $err) = create_until_full($p, 's');
+my ($small, $ret, $out, $err) = create_until_full($p, 's');
 my $filled = 0;
 for my $b (1 .. 60)
 {
@@ -68,6 +71,38 @@ cmp_ok($p->safe_psql('postgres', qq{
 	SELECT count(*) FROM pg_get_wal_records_info('$from', pg_current_wal_flush_lsn())
 	WHERE resource_manager = 'pmhash' AND record_type = 'INSERT'}), '>=', 1,
 	'its entries reached the WAL');
+# a transaction's flush fails in a block that catches the error: its
+# outer rows (an upsert's, so their entries went to the WAL at the failed
+# flush) go back into its collecting log; memory is freed before COMMIT,
+# which places them and logs them again.  The standby applies both
+# records and must find each row once.
+my $before = $p->safe_psql('postgres', 'SELECT pg_current_wal_lsn()');
+my $bg = $p->background_psql('postgres', on_error_stop => 0);
+$bg->query_safe('BEGIN');
+$bg->query_safe(q{
+	INSERT INTO x SELECT -5 FROM generate_series(1, 12) ON CONFLICT DO NOTHING});
+$bg->query(caught_insert_block('x', -5));
+like($bg->{stderr}, qr/NOTICE:  caught: out of pmhash shared memory/,
+	'a block caught the failed flush of the outer rows');
+$bg->{stderr} = '';
+$p->safe_psql('postgres', 'DROP TABLE ' . join(', ', map { "s$_" } 1 .. $small));
+$bg->query(q{COMMIT});
+is($bg->{stderr}, '', 'COMMIT placed them once memory was freed');
+$bg->quit;
+cmp_ok($p->safe_psql('postgres', qq{
+	SELECT sum(substring(description FROM ', (\\d+) entries')::int)
+	FROM pg_get_wal_records_info('$before', pg_current_wal_flush_lsn())
+	WHERE resource_manager = 'pmhash' AND record_type = 'INSERT'}), '>=', 24,
+	'the WAL lists the 12 outer rows twice');
+$p->wait_for_catchup($s, 'replay');
+my $rows = $p->safe_psql('postgres', "$SEQ_SCAN SELECT count(*) FROM x WHERE k = -5");
+is($p->safe_psql('postgres', "$INDEX_SCAN SELECT count(*) FROM x WHERE k = -5"),
+	$rows, "the primary's index finds the $rows rows of the key");
+is($s->safe_psql('postgres', "$INDEX_SCAN SELECT count(*) FROM x WHERE k = -5"),
+	$rows, "so does the standby's, each row once");
+is($s->safe_psql('postgres', q{SELECT count(*) FROM pmhash_check('x_k')}), '0',
+	"pmhash_check finds nothing on the standby");
+
 # rows after the aborted ones keep their pages from truncation
 $p->safe_psql('postgres', 'INSERT INTO x SELECT NULL FROM generate_series(1, 3000)');
 $p->safe_psql('postgres', 'VACUUM x');

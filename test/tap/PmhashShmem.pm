@@ -3,7 +3,8 @@
 #
 # Helpers of the TAP tests that run pmhash out of shared memory (012,
 # 049): the settings of a server whose pmhash area cannot grow past 1 MB,
-# and a loop that creates small indexed tables until CREATE INDEX fails.
+# a loop that creates small indexed tables until CREATE INDEX fails, and
+# a block that catches the error of an insert whose flush fails.
 
 package PmhashShmem;
 
@@ -12,7 +13,7 @@ use warnings;
 
 use Exporter 'import';
 
-our @EXPORT = qw(small_shmem_conf create_until_full);
+our @EXPORT = qw(small_shmem_conf create_until_full caught_insert_block);
 
 # postgresql.conf lines: pmhash preloaded, 1 MB of shared memory that does
 # not grow, no background loading (first uses are what these tests are
@@ -49,6 +50,23 @@ sub create_until_full
 		$made = $i;
 	}
 	return ($made, $ret, $out, $err);
+}
+
+# caught_insert_block(TABLE, KEY): a DO block that inserts 100 rows of KEY
+# into TABLE in a subtransaction and catches the error of placing them
+# (out of pmhash shared memory), with a NOTICE "caught: <message>"
+sub caught_insert_block
+{
+	my ($table, $key) = @_;
+	return qq{
+	DO \$\$
+	BEGIN
+		BEGIN
+			INSERT INTO $table SELECT $key FROM generate_series(1, 100);
+		EXCEPTION WHEN insufficient_resources OR out_of_memory THEN
+			RAISE NOTICE 'caught: %', SQLERRM;
+		END;
+	END \$\$};
 }
 
 1;
