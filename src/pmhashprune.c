@@ -235,15 +235,14 @@ pmhash_prune_chain(PmhashIndex *idx, uint32 segno)
 
 	if (ntids >= PMH_DBUCKET_SLOTS && wal)
 	{
-		int			depth = pmh_segword_depth(word);
-		uint64		lo = depth == 0 ? 0 :
-			pmh_segword_prefix(word) << (64 - depth);
-		uint64		hi = depth == 0 ? PG_UINT64_MAX :
-			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
+		uint64		lo;
+		uint64		hi;
 		int			n = pmhash_sort_tids(tids, ntids);
 		TransactionId horizon = XLogStandbyInfoActive() ?
 			pmhash_prune_horizon(idx->heap, tids, n) :
 			InvalidTransactionId;
+
+		pmh_segword_range(word, &lo, &hi);
 
 		/*
 		 * The record reaches the disk before the deletions reach the pool,

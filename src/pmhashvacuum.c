@@ -250,12 +250,10 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint64 pos, PmhashVacState *vs,
 									  &nsegs);
 	if (vs->ntids > 0)
 	{
-		int			depth = pmh_segword_depth(*word);
-		uint64		lo = depth == 0 ? 0 :
-			pmh_segword_prefix(*word) << (64 - depth);
-		uint64		hi = depth == 0 ? PG_UINT64_MAX :
-			lo + ((UINT64CONST(1) << (64 - depth)) - 1);
+		uint64		lo;
+		uint64		hi;
 
+		pmh_segword_range(*word, &lo, &hi);
 		vs->ntids = pmhash_sort_tids(vs->tids, vs->ntids);
 		end = pmhash_xlog_delete(idx->rel, idx->shared->pool_id, lo, hi,
 								 vs->tids, vs->ntids);
@@ -308,12 +306,11 @@ pmhash_vacuum_segment(PmhashIndex *idx, uint64 pos, PmhashVacState *vs,
 static uint64
 pmhash_vacuum_next(uint64 word)
 {
-	int			depth = pmh_segword_depth(word);
+	uint64		lo;
+	uint64		hi;
 
-	if (depth == 0)
-		return 0;
-	return (pmh_segword_prefix(word) << (64 - depth)) +
-		(UINT64CONST(1) << (64 - depth));
+	pmh_segword_range(word, &lo, &hi);
+	return hi == PG_UINT64_MAX ? 0 : hi + 1;
 }
 
 /*

@@ -476,6 +476,17 @@ pmh_hash_in_segment(uint64 hash, uint64 word)
 	return depth == 0 || (hash >> (64 - depth)) == pmh_segword_prefix(word);
 }
 
+/* the first and last hash of the primary segment with this word */
+static inline void
+pmh_segword_range(uint64 word, uint64 *lo, uint64 *hi)
+{
+	int			depth = pmh_segword_depth(word);
+
+	*lo = depth == 0 ? 0 : pmh_segword_prefix(word) << (64 - depth);
+	*hi = depth == 0 ? PG_UINT64_MAX :
+		*lo + ((UINT64CONST(1) << (64 - depth)) - 1);
+}
+
 /* ---- entries ---- */
 extern uint64 pmh_tag_make(uint64 hash, uint32 block, uint16 offset);
 

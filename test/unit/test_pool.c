@@ -293,6 +293,19 @@ test_segment_words(void)
 			else
 				CHECK(pmh_hash_in_segment(rnd(), w));
 
+			/* the range is exactly the hashes of the segment */
+			{
+				uint64		lo;
+				uint64		hi;
+
+				pmh_segword_range(w, &lo, &hi);
+				CHECK(lo <= hi);
+				CHECK(pmh_hash_in_segment(lo, w));
+				CHECK(pmh_hash_in_segment(hi, w));
+				CHECK(lo == 0 || !pmh_hash_in_segment(lo - 1, w));
+				CHECK(hi == PG_UINT64_MAX || !pmh_hash_in_segment(hi + 1, w));
+			}
+
 			/* any single flipped bit is detected */
 			for (bit = 0; bit < 64; bit++)
 				CHECKF(!pmh_segword_is_valid(w ^ (UINT64CONST(1) << bit)),
