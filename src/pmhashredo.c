@@ -124,6 +124,18 @@ pmhash_redo_key(const xl_pmhash_pool *xlp, PmhashKey *key)
 	key->relnode = xlp->relnode;
 }
 
+/* the storage a key names, as PostgreSQL names it */
+static RelFileNode
+pmhash_redo_node(const PmhashKey *key)
+{
+	RelFileNode rnode;
+
+	rnode.spcNode = key->spcid;
+	rnode.dbNode = key->dbid;
+	rnode.relNode = key->relnode;
+	return rnode;
+}
+
 /*
  * A fake relation for the storage (redo has no catalog): it names the
  * storage (pmhash_key_for_rel gives the key back, since the startup
@@ -133,12 +145,7 @@ pmhash_redo_key(const xl_pmhash_pool *xlp, PmhashKey *key)
 static Relation
 pmhash_redo_rel(const PmhashKey *key)
 {
-	RelFileNode rnode;
-
-	rnode.spcNode = key->spcid;
-	rnode.dbNode = key->dbid;
-	rnode.relNode = key->relnode;
-	return CreateFakeRelcacheEntry(rnode);
+	return CreateFakeRelcacheEntry(pmhash_redo_node(key));
 }
 
 /* redo of CREATE */
@@ -341,16 +348,10 @@ pmhash_redo_delete(XLogReaderState *record, bool prune)
 	PmhashIndex idx;
 	uint32		i;
 
+	pmhash_redo_key(&xld->pool, &key);
 	if (prune && InHotStandby)
-	{
-		RelFileNode node;
-
-		node.spcNode = xld->pool.spcid;
-		node.dbNode = xld->pool.dbid;
-		node.relNode = xld->pool.relnode;
 		ResolveRecoveryConflictWithSnapshot(((xl_pmhash_prune *) rec)->snapshotConflictHorizon,
-											node);
-	}
+											pmhash_redo_node(&key));
 
 	dead.n = (int) xld->ntids;
 	dead.tids = palloc(sizeof(ItemPointerData) * Max(dead.n, 1));
@@ -365,7 +366,6 @@ pmhash_redo_delete(XLogReaderState *record, bool prune)
 		ItemPointerSet(&dead.tids[i], block, offset);
 	}
 
-	pmhash_redo_key(&xld->pool, &key);
 	if (pmhash_redo_skip(&key))
 		return;
 	rel = pmhash_redo_rel(&key);
